@@ -1,0 +1,54 @@
+#pragma once
+// Size-bucketed buffer pool (see docs/MEMORY-MODEL.md).
+//
+// Note [Pool size classes]: requests round up to a power of two up to 4 KiB and to a
+// multiple of 4 KiB above; each class keeps a LIFO free list, so a buffer released and
+// requested again at the same size comes back at the same address (warm in cache).
+// Cached (free) bytes are capped; a release past the cap frees the block instead.
+// `outstanding` counts buffers handed out and not yet returned: it must be zero when the
+// pool is destroyed (a non-zero count is a leak and is reported).
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "fucina/core/buffer.hpp"
+
+namespace fucina {
+
+struct PoolStats {
+  std::size_t outstanding = 0;       // buffers handed out, not returned
+  std::size_t peak_outstanding = 0;  // max of the above since reset_peak()
+  std::size_t outstanding_bytes = 0;
+  std::size_t peak_bytes = 0;
+  std::size_t cached_bytes = 0;  // free blocks kept for reuse
+  std::size_t hits = 0, misses = 0;
+};
+
+class BufferPool {
+ public:
+  explicit BufferPool(std::size_t max_cached_bytes = std::size_t{1} << 30);
+  ~BufferPool();
+  BufferPool(const BufferPool&) = delete;
+  BufferPool& operator=(const BufferPool&) = delete;
+
+  // Uninitialised storage of at least `bytes` bytes, 64-byte aligned.
+  BufferRef acquire(std::size_t bytes);
+  PoolStats stats() const;
+  void reset_peak();
+  void trim();  // frees every cached block
+
+  static std::size_t size_class(std::size_t bytes);
+
+ private:
+  friend void release_buffer(Buffer* b) noexcept;
+  void reclaim(Buffer* b) noexcept;
+
+  mutable std::mutex mu_;
+  std::map<std::size_t, std::vector<Buffer*>> free_;  // size class -> LIFO stack
+  std::size_t max_cached_;
+  PoolStats stats_;
+};
+
+}  // namespace fucina

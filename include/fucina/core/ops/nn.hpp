@@ -1,0 +1,66 @@
+#pragma once
+// Neural-network ops along a named axis: softmax, log_softmax, rms_norm, layer_norm,
+// rope, and the causal mask.
+#include <limits>
+#include <span>
+
+#include "fucina/core/ops/view.hpp"
+#include "fucina/core/raw/reduce.hpp"
+
+namespace fucina {
+
+template <TagName T, FloatTensor X>
+X softmax(Context& ctx, const X& x) {
+  RawTensor out = ctx.empty(DType::f32, x.raw().rank, x.raw().shape);
+  raw::softmax(ctx, x.raw(), X::template axis_of<T>(), out, false);
+  return X(std::move(out));
+}
+
+template <TagName T, FloatTensor X>
+X log_softmax(Context& ctx, const X& x) {
+  RawTensor out = ctx.empty(DType::f32, x.raw().rank, x.raw().shape);
+  raw::softmax(ctx, x.raw(), X::template axis_of<T>(), out, true);
+  return X(std::move(out));
+}
+
+// x / sqrt(mean(x^2 along T) + eps); multiply by a weight with mul() (broadcast by name).
+template <TagName T, FloatTensor X>
+X rms_norm(Context& ctx, const X& x, float eps) {
+  RawTensor out = ctx.empty(DType::f32, x.raw().rank, x.raw().shape);
+  raw::rms_norm(ctx, x.raw(), X::template axis_of<T>(), eps, out);
+  return X(std::move(out));
+}
+
+// (x - mean) / sqrt(var + eps) along T (biased variance, as PyTorch).
+template <TagName T, FloatTensor X>
+X layer_norm(Context& ctx, const X& x, float eps) {
+  RawTensor out = ctx.empty(DType::f32, x.raw().rank, x.raw().shape);
+  raw::layer_norm(ctx, x.raw(), X::template axis_of<T>(), eps, out);
+  return X(std::move(out));
+}
+
+enum class RopeMode { normal, neox };
+
+// Rotary position embedding: rotates pairs along Dim by angle positions[p]·base^(-2i/d)
+// where p indexes Pos. `normal` pairs adjacent elements (Llama), `neox` pairs halves.
+template <TagName Pos, TagName Dim, FloatTensor X>
+X rope(Context& ctx, const X& x, std::span<const std::int32_t> positions, float base, RopeMode mode) {
+  RawTensor out = ctx.empty(DType::f32, x.raw().rank, x.raw().shape);
+  raw::rope(ctx, x.raw(), X::template axis_of<Pos>(), X::template axis_of<Dim>(), positions, base,
+            mode == RopeMode::neox, out);
+  return X(std::move(out));
+}
+
+// Additive causal mask over (Q, K): 0 where key k <= query q + offset, -inf elsewhere.
+// offset = number of earlier positions already in a KV cache.
+template <TagName Q, TagName K>
+Tensor<Q, K> causal_mask(Context& ctx, std::int64_t n_q, std::int64_t n_k, std::int64_t offset = 0) {
+  auto m = Tensor<Q, K>::empty(ctx, {n_q, n_k});
+  float* p = m.mutable_data().data();
+  for (std::int64_t q = 0; q < n_q; ++q)
+    for (std::int64_t k = 0; k < n_k; ++k)
+      p[q * n_k + k] = k <= q + offset ? 0.f : -std::numeric_limits<float>::infinity();
+  return m;
+}
+
+}  // namespace fucina

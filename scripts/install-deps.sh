@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Fucina builds and tests with. Idempotent.
+set -euo pipefail
+PKGS=(build-essential cmake ninja-build pkg-config clang
+      libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
+      libxsimd-dev libcpp-httplib-dev libpcre2-dev libopenblas-dev)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

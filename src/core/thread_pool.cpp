@@ -1,0 +1,123 @@
+#include "fucina/core/thread_pool.hpp"
+
+#include <algorithm>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#define FUCINA_CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define FUCINA_CPU_RELAX() asm volatile("yield")
+#else
+#define FUCINA_CPU_RELAX() ((void)0)
+#endif
+
+namespace fucina {
+
+namespace {
+thread_local bool t_inside_task = false;
+constexpr int kSpinBeforePark = 1 << 14;
+}  // namespace
+
+int ThreadPool::hardware_threads() noexcept {
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+ThreadPool::ThreadPool(int n_threads) {
+  if (n_threads <= 0) n_threads = hardware_threads();
+  workers_.reserve(static_cast<size_t>(n_threads - 1));
+  // Each worker starts from the generation seen here, not from whatever it reads once
+  // scheduled: a dispatch (or the destructor) may bump it before the thread first runs.
+  const std::uint32_t gen = generation_.load(std::memory_order_relaxed);
+  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, gen] { worker_loop(gen); });
+}
+
+ThreadPool::~ThreadPool() {
+  stop_.store(true, std::memory_order_release);
+  publish();
+  for (auto& t : workers_) t.join();
+}
+
+// Bumps the generation under the park mutex so a worker between its predicate check
+// and its wait cannot miss the wake-up. (std::atomic::wait in libstdc++ 12 was seen to
+// miss notify_all here, hence a condition variable.)
+void ThreadPool::publish() {
+  {
+    std::lock_guard lk(park_mu_);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  park_cv_.notify_all();
+}
+
+void ThreadPool::drain() {
+  const bool was_inside = t_inside_task;
+  t_inside_task = true;
+  for (;;) {
+    std::int64_t i = next_.fetch_add(1, std::memory_order_relaxed);
+    if (i >= job_n_) break;
+    if (failed_.load(std::memory_order_relaxed)) continue;
+    try {
+      job_fn_(job_ctx_, i);
+    } catch (...) {
+      std::lock_guard lk(error_mu_);
+      if (!error_) error_ = std::current_exception();
+      failed_.store(true, std::memory_order_relaxed);
+    }
+  }
+  t_inside_task = was_inside;
+}
+
+void ThreadPool::worker_loop(std::uint32_t seen) {
+  for (;;) {
+    std::uint32_t g = seen;
+    for (int spin = 0; spin < kSpinBeforePark; ++spin) {
+      g = generation_.load(std::memory_order_acquire);
+      if (g != seen) break;
+      FUCINA_CPU_RELAX();
+    }
+    if (g == seen) {
+      std::unique_lock lk(park_mu_);
+      park_cv_.wait(lk, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      g = generation_.load(std::memory_order_acquire);
+    }
+    seen = g;
+    if (stop_.load(std::memory_order_acquire)) return;
+    drain();
+    active_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void ThreadPool::run(std::int64_t n_tasks, void* ctx, TaskFn fn) {
+  // Serial when nested, when there are no workers, for a single task, or when another
+  // thread holds the pool.
+  std::unique_lock lk(dispatch_, std::defer_lock);
+  if (t_inside_task || workers_.empty() || n_tasks == 1 || !lk.try_lock()) {
+    const bool was_inside = t_inside_task;
+    t_inside_task = true;
+    try {
+      for (std::int64_t i = 0; i < n_tasks; ++i) fn(ctx, i);
+    } catch (...) {
+      t_inside_task = was_inside;
+      throw;
+    }
+    t_inside_task = was_inside;
+    return;
+  }
+  job_ctx_ = ctx;
+  job_fn_ = fn;
+  job_n_ = n_tasks;
+  error_ = nullptr;
+  failed_.store(false, std::memory_order_relaxed);
+  next_.store(0, std::memory_order_relaxed);
+  active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  publish();
+  drain();
+  // Join: every worker must leave the job before its state is reused.
+  for (int spin = 0; active_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin > (1 << 20)) std::this_thread::yield();
+    else FUCINA_CPU_RELAX();
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+}  // namespace fucina
