@@ -7,7 +7,7 @@
 namespace fucina {
 
 Context::Context(ContextOptions opts)
-    : buffers_(new BufferPool(opts.max_cached_bytes)) {
+    : buffers_(new BufferPool(opts.max_cached_bytes)), alloc_(buffers_) {
   FUCINA_CHECK(opts.threads >= 0, InvalidArgument, "[Context] threads must be >= 0, got {}", opts.threads);
   threads_ = std::make_unique<ThreadPool>(opts.threads);
 }
@@ -34,7 +34,7 @@ RawTensor Context::empty(DType dtype, int rank, const Dims& shape) {
     n *= shape[i];
   }
   RawTensor t;
-  t.buf = buffers_->acquire(static_cast<std::size_t>(n) * dtype_size(dtype));
+  t.buf = alloc_->acquire(static_cast<std::size_t>(n) * dtype_size(dtype));
   t.dtype = dtype;
   t.rank = rank;
   t.shape = shape;

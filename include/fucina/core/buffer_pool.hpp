@@ -13,6 +13,7 @@
 #include <mutex>
 #include <vector>
 
+#include "fucina/core/allocator.hpp"
 #include "fucina/core/buffer.hpp"
 
 namespace fucina {
@@ -26,7 +27,7 @@ struct PoolStats {
   std::size_t hits = 0, misses = 0;
 };
 
-class BufferPool {
+class BufferPool final : public Allocator {
  public:
   explicit BufferPool(std::size_t max_cached_bytes = std::size_t{1} << 30);
   ~BufferPool();
@@ -34,7 +35,7 @@ class BufferPool {
   BufferPool& operator=(const BufferPool&) = delete;
 
   // Uninitialised storage of at least `bytes` bytes, 64-byte aligned.
-  BufferRef acquire(std::size_t bytes);
+  BufferRef acquire(std::size_t bytes) override;
   PoolStats stats() const;
   void reset_peak();
   void trim();  // frees every cached block

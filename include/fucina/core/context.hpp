@@ -25,12 +25,16 @@ class Context {
   ThreadPool& pool() noexcept { return *threads_; }
   BufferPool& buffers() noexcept { return *buffers_; }
   int threads() const noexcept { return threads_->size(); }
+  // Replaces the source of result buffers (nullptr restores the pool). For measuring
+  // alternatives only; the allocator must outlive every tensor drawn from it.
+  void set_allocator(Allocator* a) noexcept { alloc_ = a ? a : buffers_; }
 
   // A contiguous, uninitialised tensor drawn from the pool.
   RawTensor empty(DType dtype, int rank, const Dims& shape);
 
  private:
   BufferPool* buffers_;  // leaked on purpose if buffers are still alive at teardown
+  Allocator* alloc_;
   std::unique_ptr<ThreadPool> threads_;
 };
 
