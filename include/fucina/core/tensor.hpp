@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "fucina/autograd/node.hpp"
 #include "fucina/core/context.hpp"
 #include "fucina/core/error.hpp"
 #include "fucina/core/raw/elementwise.hpp"
@@ -83,7 +84,7 @@ class TensorT {
   static constexpr bool has_tag = tags::contains(tag_list, T);
 
   TensorT() = default;
-  explicit TensorT(RawTensor raw) : raw_(std::move(raw)) {
+  explicit TensorT(RawTensor raw, autograd::NodeRef node = {}) : raw_(std::move(raw)), node_(std::move(node)) {
     FUCINA_CHECK(raw_.rank == static_cast<int>(rank) && raw_.dtype == D, Internal,
                  "[Tensor] raw rank {} / dtype {} does not match the type (rank {}, {})", raw_.rank,
                  dtype_name(raw_.dtype), rank, dtype_name(D));
@@ -169,6 +170,8 @@ class TensorT {
     return {raw_.template data<value_type>(), static_cast<std::size_t>(numel())};
   }
   std::span<value_type> mutable_data() {
+    FUCINA_CHECK(!node_ || node_->is_leaf(), InvalidArgument,
+                 "[mutable_data] this tensor is an intermediate of a graph; detach() it first");
     FUCINA_CHECK(raw_.is_contiguous(), UnsupportedView, "[mutable_data] tensor is a strided view; call contiguous() first");
     return {raw_.template data<value_type>(), static_cast<std::size_t>(numel())};
   }
@@ -202,6 +205,47 @@ class TensorT {
     return raw_.template data<value_type>()[0];
   }
 
+  // ---- autograd -------------------------------------------------------------------
+  // A variable carries the node that produced it (or its own leaf node); a constant
+  // carries none. Both take the same ops and kernels.
+  bool requires_grad() const noexcept { return static_cast<bool>(node_); }
+  const autograd::NodeRef& node() const noexcept { return node_; }
+  void set_node(autograd::NodeRef n) noexcept { node_ = std::move(n); }
+  // A leaf variable over the same data (gradients accumulate into it).
+  TensorT variable() const
+    requires(D == DType::f32)
+  {
+    return TensorT(raw_, autograd::NodeRef(new autograd::LeafNode));
+  }
+  // The same data with no link to the graph.
+  TensorT detach() const { return TensorT(raw_); }
+  bool is_leaf() const noexcept { return node_ && node_->is_leaf(); }
+  // The accumulated gradient of a leaf variable (undefined until a backward reached it).
+  TensorT grad() const {
+    FUCINA_CHECK(is_leaf(), InvalidArgument, "[grad] only leaf variables keep gradients (use variable())");
+    RawTensor g = node_->grad();
+    return g.buf ? TensorT(std::move(g)) : TensorT();
+  }
+  void zero_grad() {
+    FUCINA_CHECK(is_leaf(), InvalidArgument, "[zero_grad] only leaf variables keep gradients");
+    node_->set_grad(RawTensor{});
+  }
+  // Backpropagates from this tensor: a scalar (one element) is seeded with 1.
+  void backward(Context& ctx) const {
+    FUCINA_CHECK(numel() == 1, InvalidArgument,
+                 "[backward] a tensor of {} elements needs an explicit output gradient", numel());
+    RawTensor seed = ctx.empty(DType::f32, raw_.rank, raw_.shape);
+    raw::fill(ctx, seed, 1.f);
+    autograd::run_backward(ctx, node_, seed);
+  }
+  void backward(Context& ctx, const TensorT& output_grad) const {
+    for (std::size_t i = 0; i < rank; ++i)
+      FUCINA_CHECK(output_grad.raw().shape[i] == raw_.shape[i], ShapeMismatch,
+                   "[backward] output gradient axis '{}' is {}, the tensor's is {}", tag_list[i].view(),
+                   output_grad.raw().shape[i], raw_.shape[i]);
+    autograd::run_backward(ctx, node_, output_grad.raw());
+  }
+
   // ---- method sugar over the free functions (see core/ops/*.hpp) -------------------
   template <TagName... C, AnyTensor W>
   auto dot(Context& ctx, const W& w) const;
@@ -229,6 +273,7 @@ class TensorT {
 
  private:
   RawTensor raw_;
+  autograd::NodeRef node_;
 };
 
 }  // namespace fucina

@@ -76,7 +76,10 @@ auto einsum_list(Context& ctx, const A& a_in, const B& b_in) {
   }
   RawTensor out = ctx.empty(DType::f32, static_cast<int>(Out.size()), shape);
   raw::contract(ctx, a.raw(), b.raw(), out, spec);
-  return R(std::move(out));
+  R r(std::move(out));
+  if (autograd::grad_enabled() && (a.requires_grad() || b.requires_grad()))
+    r.set_node(autograd::make_node<autograd::ContractBackward>({a.node(), b.node()}, a.raw(), b.raw(), spec));
+  return r;
 }
 
 }  // namespace detail

@@ -23,6 +23,9 @@ A concat(Context& ctx, const A& a, const B& b) {
   RawTensor hi = narrow<T>(out, a.raw().shape[ax], b.raw().shape[ax]).raw();
   raw::copy(ctx, a.raw(), lo);
   raw::copy(ctx, b.raw(), hi);
+  if (autograd::grad_enabled() && (a.requires_grad() || b.requires_grad()))
+    out.set_node(autograd::make_node<autograd::ConcatBackward>({a.node(), b.node()}, ax,
+                                                               std::vector<std::int64_t>{a.raw().shape[ax], b.raw().shape[ax]}));
   return out;
 }
 
@@ -42,6 +45,15 @@ auto stack(Context& ctx, std::span<const X> parts) {
                    p, X::tag_list[i].view(), parts[p].raw().shape[i], shape[i + 1]);
     RawTensor slot = select<T>(out, static_cast<std::int64_t>(p)).raw();
     raw::copy(ctx, parts[p].raw(), slot);
+  }
+  bool any = false;
+  for (const auto& p : parts) any = any || p.requires_grad();
+  if (autograd::grad_enabled() && any) {
+    std::vector<autograd::NodeRef> links;
+    for (const auto& p : parts) links.push_back(p.node());
+    auto n = autograd::make_node<autograd::ConcatBackward>(std::move(links), 0, std::vector<std::int64_t>(parts.size(), 1));
+    static_cast<autograd::ConcatBackward&>(*n.get()).set_stacked();
+    out.set_node(std::move(n));
   }
   return out;
 }
@@ -79,6 +91,10 @@ auto gather(Context& ctx, const Table& table, const Ids& ids) {
     d.offset = static_cast<std::int64_t>(n) * row_elems;
     raw::copy(ctx, src, d);
   }
+  if constexpr (Table::dtype == DType::f32)
+    if (autograd::grad_enabled() && table.requires_grad())
+      out.set_node(autograd::make_node<autograd::GatherBackward>({table.node()}, idv, ax, table.raw().rank, table.raw().shape,
+                                                                 static_cast<int>(Ids::rank)));
   return out;
 }
 

@@ -13,14 +13,22 @@ template <TagName T, FloatTensor X>
 X softmax(Context& ctx, const X& x) {
   RawTensor out = ctx.empty(DType::f32, x.raw().rank, x.raw().shape);
   raw::softmax(ctx, x.raw(), X::template axis_of<T>(), out, false);
-  return X(std::move(out));
+  X r(out);
+  if (autograd::grad_enabled() && x.requires_grad())
+    r.set_node(autograd::make_node<autograd::RowBackward>({x.node()}, autograd::RowOp::softmax, out,
+                                                         X::template axis_of<T>(), 0.f));
+  return r;
 }
 
 template <TagName T, FloatTensor X>
 X log_softmax(Context& ctx, const X& x) {
   RawTensor out = ctx.empty(DType::f32, x.raw().rank, x.raw().shape);
   raw::softmax(ctx, x.raw(), X::template axis_of<T>(), out, true);
-  return X(std::move(out));
+  X r(out);
+  if (autograd::grad_enabled() && x.requires_grad())
+    r.set_node(autograd::make_node<autograd::RowBackward>({x.node()}, autograd::RowOp::log_softmax, out,
+                                                         X::template axis_of<T>(), 0.f));
+  return r;
 }
 
 // x / sqrt(mean(x^2 along T) + eps); multiply by a weight with mul() (broadcast by name).
@@ -28,7 +36,11 @@ template <TagName T, FloatTensor X>
 X rms_norm(Context& ctx, const X& x, float eps) {
   RawTensor out = ctx.empty(DType::f32, x.raw().rank, x.raw().shape);
   raw::rms_norm(ctx, x.raw(), X::template axis_of<T>(), eps, out);
-  return X(std::move(out));
+  X r(out);
+  if (autograd::grad_enabled() && x.requires_grad())
+    r.set_node(autograd::make_node<autograd::RowBackward>({x.node()}, autograd::RowOp::rms_norm, x.raw(),
+                                                         X::template axis_of<T>(), eps));
+  return r;
 }
 
 // (x - mean) / sqrt(var + eps) along T (biased variance, as PyTorch).
@@ -36,7 +48,11 @@ template <TagName T, FloatTensor X>
 X layer_norm(Context& ctx, const X& x, float eps) {
   RawTensor out = ctx.empty(DType::f32, x.raw().rank, x.raw().shape);
   raw::layer_norm(ctx, x.raw(), X::template axis_of<T>(), eps, out);
-  return X(std::move(out));
+  X r(out);
+  if (autograd::grad_enabled() && x.requires_grad())
+    r.set_node(autograd::make_node<autograd::RowBackward>({x.node()}, autograd::RowOp::layer_norm, x.raw(),
+                                                         X::template axis_of<T>(), eps));
+  return r;
 }
 
 enum class RopeMode { normal, neox };
@@ -48,7 +64,12 @@ X rope(Context& ctx, const X& x, std::span<const std::int32_t> positions, float 
   RawTensor out = ctx.empty(DType::f32, x.raw().rank, x.raw().shape);
   raw::rope(ctx, x.raw(), X::template axis_of<Pos>(), X::template axis_of<Dim>(), positions, base,
             mode == RopeMode::neox, out);
-  return X(std::move(out));
+  X r(std::move(out));
+  if (autograd::grad_enabled() && x.requires_grad())
+    r.set_node(autograd::make_node<autograd::RopeBackward>(
+        {x.node()}, X::template axis_of<Pos>(), X::template axis_of<Dim>(),
+        std::vector<std::int32_t>(positions.begin(), positions.end()), base, mode == RopeMode::neox));
+  return r;
 }
 
 // Additive causal mask over (Q, K): 0 where key k <= query q + offset, -inf elsewhere.

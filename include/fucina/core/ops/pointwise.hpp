@@ -21,6 +21,19 @@ RawTensor align_to_tags(const X& x, const Dims& out_shape) {
   return r;
 }
 
+// Operand axis i of X is axis map[i] of the result tags Out.
+template <auto Out, class X>
+constexpr autograd::AxisMap axis_map() {
+  autograd::AxisMap m{};
+  for (std::size_t i = 0; i < X::rank; ++i) m[i] = tags::index_of(Out, X::tag_list[i]);
+  return m;
+}
+
+template <class... X>
+bool records_grad(const X&... xs) {
+  return autograd::grad_enabled() && (xs.requires_grad() || ...);
+}
+
 // Result sizes along Out; checks every shared tag agrees.
 template <auto Out, AnyTensor A, AnyTensor B>
 Dims broadcast_sizes(std::string_view op, const A& a, const B& b) {
@@ -44,15 +57,24 @@ auto binary_op(Context& ctx, raw::BinaryOp op, const A& a, const B& b) {
   using R = TensorFromList<DType::f32, out_tags>;
   const Dims shape = broadcast_sizes<out_tags>(raw::to_string(op), a, b);
   RawTensor out = ctx.empty(DType::f32, static_cast<int>(out_tags.size()), shape);
-  raw::binary(ctx, op, align_to_tags<out_tags>(a, shape), align_to_tags<out_tags>(b, shape), out);
-  return R(std::move(out));
+  RawTensor a_al = align_to_tags<out_tags>(a, shape), b_al = align_to_tags<out_tags>(b, shape);
+  raw::binary(ctx, op, a_al, b_al, out);
+  R r(out);
+  if (records_grad(a, b))
+    r.set_node(autograd::make_node<autograd::BinaryBackward>({a.node(), b.node()}, op, std::move(a_al), std::move(b_al),
+                                                             std::move(out), static_cast<int>(A::rank),
+                                                             axis_map<out_tags, A>(), static_cast<int>(B::rank),
+                                                             axis_map<out_tags, B>()));
+  return r;
 }
 
 template <FloatTensor X>
 X unary_op(Context& ctx, raw::UnaryOp op, const X& x, float p0 = 0.f, float p1 = 0.f) {
   RawTensor out = ctx.empty(DType::f32, x.raw().rank, x.raw().shape);
   raw::unary(ctx, op, x.raw(), out, p0, p1);
-  return X(std::move(out));
+  X r(out);
+  if (records_grad(x)) r.set_node(autograd::make_node<autograd::UnaryBackward>({x.node()}, op, x.raw(), std::move(out), p0, p1));
+  return r;
 }
 
 }  // namespace detail
@@ -120,9 +142,14 @@ auto where(Context& ctx, const C& cond, const A& a, const B& b) {
     }
   }
   RawTensor out = ctx.empty(DType::f32, static_cast<int>(out_tags.size()), shape);
-  raw::where(ctx, detail::align_to_tags<out_tags>(cond, shape), detail::align_to_tags<out_tags>(a, shape),
-             detail::align_to_tags<out_tags>(b, shape), out);
-  return R(std::move(out));
+  RawTensor c_al = detail::align_to_tags<out_tags>(cond, shape);
+  raw::where(ctx, c_al, detail::align_to_tags<out_tags>(a, shape), detail::align_to_tags<out_tags>(b, shape), out);
+  R r(std::move(out));
+  if (detail::records_grad(a, b))
+    r.set_node(autograd::make_node<autograd::WhereBackward>({a.node(), b.node()}, std::move(c_al), static_cast<int>(A::rank),
+                                                            detail::axis_map<out_tags, A>(), static_cast<int>(B::rank),
+                                                            detail::axis_map<out_tags, B>()));
+  return r;
 }
 
 // x with `value` wherever mask != 0; the mask's tags must all be tags of x.
@@ -143,8 +170,16 @@ X masked_fill(Context& ctx, const X& x, const M& mask, float value) {
   fill_b.shape = shape;
   fill_b.strides = Dims{};
   RawTensor out = ctx.empty(DType::f32, x.raw().rank, shape);
-  raw::where(ctx, detail::align_to_tags<X::tag_list>(mask, shape), fill_b, x.raw(), out);
-  return X(std::move(out));
+  RawTensor m_al = detail::align_to_tags<X::tag_list>(mask, shape);
+  raw::where(ctx, m_al, fill_b, x.raw(), out);
+  X r(std::move(out));
+  if (detail::records_grad(x)) {
+    autograd::AxisMap id{};
+    for (std::size_t i = 0; i < X::rank; ++i) id[i] = static_cast<int>(i);
+    r.set_node(autograd::make_node<autograd::WhereBackward>({autograd::NodeRef{}, x.node()}, std::move(m_al),
+                                                            static_cast<int>(X::rank), id, static_cast<int>(X::rank), id));
+  }
+  return r;
 }
 
 }  // namespace fucina

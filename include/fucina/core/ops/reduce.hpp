@@ -19,7 +19,10 @@ auto reduce_one(Context& ctx, raw::ReduceOp op, const X& x) {
     if (i != ax) shape[k++] = x.raw().shape[i];
   RawTensor out = ctx.empty(DType::f32, x.raw().rank - 1, shape);
   raw::reduce(ctx, op, x.raw(), ax, out);
-  return R(std::move(out));
+  R r(out);
+  if (autograd::grad_enabled() && x.requires_grad())
+    r.set_node(autograd::make_node<autograd::ReduceBackward>({x.node()}, op, x.raw(), std::move(out), ax));
+  return r;
 }
 
 template <TagName First, TagName... Rest, FloatTensor X>
@@ -45,13 +48,14 @@ auto logsumexp(Context& ctx, const X& x) { return detail::reduce_one<T>(ctx, raw
 // Sum over every axis: a rank-0 tensor.
 template <FloatTensor X>
 Tensor<> sum_all(Context& ctx, const X& x) {
-  RawTensor flat = contiguous(ctx, x).raw();
-  flat.rank = 1;
-  flat.shape[0] = x.numel();
-  flat.strides[0] = 1;
-  RawTensor out = ctx.empty(DType::f32, 0, Dims{});
-  raw::reduce(ctx, raw::ReduceOp::sum, flat, 0, out);
-  return Tensor<>(std::move(out));
+  auto flat = reshape<"_all">(contiguous(ctx, x), {x.numel()});
+  return sum<"_all">(ctx, flat);
+}
+
+template <FloatTensor X>
+Tensor<> mean_all(Context& ctx, const X& x) {
+  auto flat = reshape<"_all">(contiguous(ctx, x), {x.numel()});
+  return mean<"_all">(ctx, flat);
 }
 
 // Index of the largest value along T (lowest index on ties), as i32.
@@ -80,7 +84,10 @@ auto topk(Context& ctx, const X& x, std::int64_t k) {
   RawTensor v = ctx.empty(DType::f32, x.raw().rank, shape);
   RawTensor i = ctx.empty(DType::i32, x.raw().rank, shape);
   raw::topk(ctx, x.raw(), ax, k, v, i);
-  return std::pair<X, I>{X(std::move(v)), I(std::move(i))};
+  X values(std::move(v));
+  if (autograd::grad_enabled() && x.requires_grad())
+    values.set_node(autograd::make_node<autograd::TopkBackward>({x.node()}, i, x.raw().rank, x.raw().shape, ax));
+  return std::pair<X, I>{std::move(values), I(std::move(i))};
 }
 
 }  // namespace fucina

@@ -1,6 +1,7 @@
 #pragma once
 // Zero-copy views by name: narrow, select, permute, rename, split, merge, broadcast,
 // reshape. A view shares its parent's buffer (refcount +1) and outlives it safely.
+#include "fucina/autograd/backward/nodes.hpp"
 #include "fucina/core/tensor.hpp"
 
 namespace fucina {
@@ -44,6 +45,27 @@ constexpr tags::List<N - 1> merge_tags(const tags::List<N>& l, TagName a, TagNam
   }
   return out;
 }
+// Wraps a view's RawTensor in R and, when x is a variable, links a ViewBackward that
+// `configure` describes.
+template <class R, class X, class F>
+R view_result(RawTensor r, const X& x, F&& configure) {
+  R out(std::move(r));
+  if (autograd::grad_enabled() && x.requires_grad()) {
+    autograd::NodeRef n = autograd::make_node<autograd::ViewBackward>({x.node()});
+    auto& v = static_cast<autograd::ViewBackward&>(*n.get());
+    v.rank = x.raw().rank;
+    v.shape = x.raw().shape;
+    configure(v);
+    out.set_node(std::move(n));
+  }
+  return out;
+}
+
+template <class R, class X>
+R reinterpret_result(RawTensor r, const X& x) {
+  return view_result<R>(std::move(r), x, [](autograd::ViewBackward& v) { v.kind = autograd::ViewKind::reinterpret; });
+}
+
 }  // namespace detail
 
 // Axis T restricted to [start, start + length).
@@ -55,7 +77,11 @@ X narrow(const X& x, std::int64_t start, std::int64_t length) {
                "[narrow] range [{}, {}) is outside axis '{}' of size {}", start, start + length, T.view(), r.shape[ax]);
   r.offset += start * r.strides[ax];
   r.shape[ax] = length;
-  return X(std::move(r));
+  return detail::view_result<X>(std::move(r), x, [&](autograd::ViewBackward& v) {
+    v.kind = autograd::ViewKind::slice;
+    v.axis = ax;
+    v.start = start;
+  });
 }
 
 // Index `index` of axis T; the tag disappears from the result.
@@ -73,7 +99,12 @@ auto select(const X& x, std::int64_t index) {
     r.shape[i] = s.shape[i + 1];
     r.strides[i] = s.strides[i + 1];
   }
-  return R(std::move(r));
+  return detail::view_result<R>(std::move(r), x, [&](autograd::ViewBackward& v) {
+    v.kind = autograd::ViewKind::slice;
+    v.axis = ax;
+    v.start = index;
+    v.drop_axis = true;
+  });
 }
 
 // The same axes in the tag order Order... (align_to).
@@ -89,7 +120,10 @@ auto permute(const X& x) {
     r.shape[i] = s.shape[from];
     r.strides[i] = s.strides[from];
   }
-  return R(std::move(r));
+  return detail::view_result<R>(std::move(r), x, [&](autograd::ViewBackward& v) {
+    v.kind = autograd::ViewKind::permute;
+    for (std::size_t i = 0; i < X::rank; ++i) v.map[i] = tags::index_of(order, X::tag_list[i]);
+  });
 }
 
 // Renames tag From to To (same data, same layout).
@@ -98,7 +132,7 @@ auto rename(const X& x) {
   static_assert(tags::contains(X::tag_list, From), "tensor tag not found");
   static_assert(!tags::contains(X::tag_list, To), "rename target tag already exists");
   using R = TensorFromList<X::dtype, detail::replace_tag(X::tag_list, From, To)>;
-  return R(x.raw());
+  return detail::reinterpret_result<R>(x.raw(), x);
 }
 
 // Splits axis T into (A, B) with B of size `size_b` (A = size / size_b).
@@ -121,7 +155,7 @@ auto split(const X& x, std::int64_t size_b) {
   r.strides[ax] = s.strides[ax] * size_b;
   r.shape[ax + 1] = size_b;
   r.strides[ax + 1] = s.strides[ax];
-  return R(std::move(r));
+  return detail::reinterpret_result<R>(std::move(r), x);
 }
 
 // Merges adjacent axes A, B (A directly before B) into AB. Throws UnsupportedView when
@@ -144,7 +178,7 @@ auto merge(const X& x) {
     r.shape[i] = s.shape[i + 1];
     r.strides[i] = s.strides[i + 1];
   }
-  return R(std::move(r));
+  return detail::reinterpret_result<R>(std::move(r), x);
 }
 
 // Appends a new axis T of `size` that repeats the data (stride 0, no copy).
@@ -157,7 +191,10 @@ auto broadcast(const X& x, std::int64_t size) {
   r.shape[r.rank] = size;
   r.strides[r.rank] = 0;
   ++r.rank;
-  return R(std::move(r));
+  return detail::view_result<R>(std::move(r), x, [&](autograd::ViewBackward& v) {
+    v.kind = autograd::ViewKind::broadcast;
+    v.axis = static_cast<int>(X::rank);
+  });
 }
 
 // New tags and sizes over the same contiguous data.
@@ -173,16 +210,7 @@ auto reshape(const X& x, const std::array<std::int64_t, sizeof...(Ts)>& sizes) {
   r.rank = static_cast<int>(sizeof...(Ts));
   for (std::size_t i = 0; i < sizeof...(Ts); ++i) r.shape[i] = sizes[i];
   r.strides = contiguous_strides(r.shape, r.rank);
-  return R(std::move(r));
-}
-
-// A contiguous copy (or the tensor itself when already contiguous).
-template <AnyTensor X>
-X contiguous(Context& ctx, const X& x) {
-  if (x.is_contiguous()) return x;
-  RawTensor out = ctx.empty(X::dtype, x.raw().rank, x.raw().shape);
-  raw::copy(ctx, x.raw(), out);
-  return X(std::move(out));
+  return detail::reinterpret_result<R>(std::move(r), x);
 }
 
 // Always a fresh contiguous copy.
@@ -190,8 +218,18 @@ template <AnyTensor X>
 X clone(Context& ctx, const X& x) {
   RawTensor out = ctx.empty(X::dtype, x.raw().rank, x.raw().shape);
   raw::copy(ctx, x.raw(), out);
-  return X(std::move(out));
+  X r(std::move(out));
+  if (autograd::grad_enabled() && x.requires_grad()) r.set_node(autograd::make_node<autograd::IdentityBackward>({x.node()}));
+  return r;
 }
+
+// A contiguous copy (or the tensor itself when already contiguous).
+template <AnyTensor X>
+X contiguous(Context& ctx, const X& x) {
+  if (x.is_contiguous()) return x;
+  return clone(ctx, x);
+}
+
 
 // Converts the element type (f32 <-> f16/bf16, i32 -> f32, ...).
 template <DType D2, AnyTensor X>
@@ -199,7 +237,10 @@ auto to(Context& ctx, const X& x) {
   using R = TensorFromList<D2, X::tag_list>;
   RawTensor out = ctx.empty(D2, x.raw().rank, x.raw().shape);
   raw::copy(ctx, x.raw(), out);
-  return R(std::move(out));
+  R r(std::move(out));
+  if constexpr (D2 == DType::f32 && X::dtype == DType::f32)
+    if (autograd::grad_enabled() && x.requires_grad()) r.set_node(autograd::make_node<autograd::IdentityBackward>({x.node()}));
+  return r;
 }
 
 }  // namespace fucina

@@ -1,0 +1,285 @@
+#include "fucina/core/raw/backward.hpp"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "fucina/core/error.hpp"
+#include "fucina/core/raw/strided.hpp"
+
+namespace fucina::raw {
+
+namespace {
+
+// Layout with `axis` last for operands that all have the same rank and shape.
+template <std::size_t K>
+Layout<K> rows_along(const RawTensor& ref, int axis, const std::array<const RawTensor*, K>& ops) {
+  Layout<K> l;
+  l.rank = ref.rank;
+  int j = 0;
+  for (int i = 0; i < ref.rank; ++i) {
+    if (i == axis) continue;
+    l.shape[j] = ref.shape[i];
+    for (std::size_t k = 0; k < K; ++k) l.strides[k][j] = ops[k]->strides[i];
+    ++j;
+  }
+  l.shape[j] = ref.shape[axis];
+  for (std::size_t k = 0; k < K; ++k) l.strides[k][j] = ops[k]->strides[axis];
+  return l;
+}
+
+// A reduced operand (axis removed) seen with stride 0 along that axis.
+RawTensor expand_axis(const RawTensor& reduced, const RawTensor& full, int axis) {
+  RawTensor r = reduced;
+  r.rank = full.rank;
+  r.shape = full.shape;
+  for (int i = 0, j = 0; i < full.rank; ++i) r.strides[i] = i == axis ? 0 : reduced.strides[j++];
+  return r;
+}
+
+}  // namespace
+
+void unary_backward(Context& ctx, UnaryOp op, const RawTensor& x, const RawTensor& y, const RawTensor& gy,
+                    RawTensor& gx, float p0, float p1) {
+  Layout<4> l;
+  l.rank = gx.rank;
+  l.shape = gx.shape;
+  l.strides = {gx.strides, x.strides, y.strides, gy.strides};
+  l = collapse(l);
+  const int r = l.rank - 1;
+  const float* xs = x.data<float>();
+  const float* ys = y.data<float>();
+  const float* gs = gy.data<float>();
+  float* out = gx.data<float>();
+  for_each_row(&ctx.pool(), l, [&](const std::array<std::int64_t, 4>& off, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float xv = xs[off[1] + i * l.strides[1][r]];
+      const float yv = ys[off[2] + i * l.strides[2][r]];
+      const float g = gs[off[3] + i * l.strides[3][r]];
+      float d = 0.f;
+      switch (op) {
+        case UnaryOp::exp: d = yv; break;
+        case UnaryOp::log: d = 1.f / xv; break;
+        case UnaryOp::tanh: d = 1.f - yv * yv; break;
+        case UnaryOp::sigmoid: d = yv * (1.f - yv); break;
+        case UnaryOp::silu: {
+          const float s = 1.f / (1.f + std::exp(-xv));
+          d = s * (1.f + xv * (1.f - s));
+          break;
+        }
+        case UnaryOp::gelu: {
+          const float cdf = 0.5f * (1.f + std::erf(xv * 0.70710678118654752f));
+          const float pdf = 0.39894228040143268f * std::exp(-0.5f * xv * xv);
+          d = cdf + xv * pdf;
+          break;
+        }
+        case UnaryOp::relu: d = xv > 0.f ? 1.f : 0.f; break;
+        case UnaryOp::sqrt: d = 0.5f / yv; break;
+        case UnaryOp::rsqrt: d = -0.5f * yv * yv * yv; break;
+        case UnaryOp::neg: d = -1.f; break;
+        case UnaryOp::abs: d = xv > 0.f ? 1.f : (xv < 0.f ? -1.f : 0.f); break;
+        case UnaryOp::square: d = 2.f * xv; break;
+        case UnaryOp::pow: d = p0 * std::pow(xv, p0 - 1.f); break;
+        case UnaryOp::clamp: d = (xv >= p0 && xv <= p1) ? 1.f : 0.f; break;
+        case UnaryOp::add_scalar: d = 1.f; break;
+        case UnaryOp::mul_scalar: d = p0; break;
+        case UnaryOp::step: d = 0.f; break;
+      }
+      out[off[0] + i * l.strides[0][r]] = g * d;
+    }
+  });
+}
+
+void softmax_backward(Context& ctx, const RawTensor& y, const RawTensor& gy, int axis, bool log_space, RawTensor& gx) {
+  auto l = rows_along<3>(gx, axis, {&gx, &y, &gy});
+  const int r = l.rank - 1;
+  const float* ys = y.data<float>();
+  const float* gs = gy.data<float>();
+  float* out = gx.data<float>();
+  for_each_row(&ctx.pool(), l, [&](const std::array<std::int64_t, 3>& off, std::int64_t n) {
+    const std::int64_t so = l.strides[0][r], sy = l.strides[1][r], sg = l.strides[2][r];
+    float dot = 0.f;
+    if (log_space) {
+      for (std::int64_t i = 0; i < n; ++i) dot += gs[off[2] + i * sg];
+      for (std::int64_t i = 0; i < n; ++i)
+        out[off[0] + i * so] = gs[off[2] + i * sg] - std::exp(ys[off[1] + i * sy]) * dot;
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) dot += gs[off[2] + i * sg] * ys[off[1] + i * sy];
+      for (std::int64_t i = 0; i < n; ++i)
+        out[off[0] + i * so] = ys[off[1] + i * sy] * (gs[off[2] + i * sg] - dot);
+    }
+  });
+}
+
+void rms_norm_backward(Context& ctx, const RawTensor& x, const RawTensor& gy, int axis, float eps, RawTensor& gx) {
+  auto l = rows_along<3>(gx, axis, {&gx, &x, &gy});
+  const int r = l.rank - 1;
+  const float* xs = x.data<float>();
+  const float* gs = gy.data<float>();
+  float* out = gx.data<float>();
+  for_each_row(&ctx.pool(), l, [&](const std::array<std::int64_t, 3>& off, std::int64_t n) {
+    const std::int64_t so = l.strides[0][r], sx = l.strides[1][r], sg = l.strides[2][r];
+    double ss = 0.0, gxs = 0.0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double xv = xs[off[1] + i * sx];
+      ss += xv * xv;
+      gxs += xv * gs[off[2] + i * sg];
+    }
+    const double rstd = 1.0 / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
+    const double c = rstd * rstd * rstd * gxs / static_cast<double>(n);
+    for (std::int64_t i = 0; i < n; ++i)
+      out[off[0] + i * so] = static_cast<float>(rstd * gs[off[2] + i * sg] - c * xs[off[1] + i * sx]);
+  });
+}
+
+void layer_norm_backward(Context& ctx, const RawTensor& x, const RawTensor& gy, int axis, float eps, RawTensor& gx) {
+  auto l = rows_along<3>(gx, axis, {&gx, &x, &gy});
+  const int r = l.rank - 1;
+  const float* xs = x.data<float>();
+  const float* gs = gy.data<float>();
+  float* out = gx.data<float>();
+  for_each_row(&ctx.pool(), l, [&](const std::array<std::int64_t, 3>& off, std::int64_t n) {
+    const std::int64_t so = l.strides[0][r], sx = l.strides[1][r], sg = l.strides[2][r];
+    const double dn = static_cast<double>(n);
+    double mean = 0.0;
+    for (std::int64_t i = 0; i < n; ++i) mean += xs[off[1] + i * sx];
+    mean /= dn;
+    double var = 0.0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double d = xs[off[1] + i * sx] - mean;
+      var += d * d;
+    }
+    var /= dn;
+    const double rstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
+    double gmean = 0.0, gymean = 0.0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double g = gs[off[2] + i * sg];
+      gmean += g;
+      gymean += g * (xs[off[1] + i * sx] - mean) * rstd;
+    }
+    gmean /= dn;
+    gymean /= dn;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double yv = (xs[off[1] + i * sx] - mean) * rstd;
+      out[off[0] + i * so] = static_cast<float>(rstd * (gs[off[2] + i * sg] - gmean - yv * gymean));
+    }
+  });
+}
+
+void extremum_backward(Context& ctx, const RawTensor& x, const RawTensor& y, const RawTensor& gy, int axis, RawTensor& gx) {
+  const RawTensor ye = expand_axis(y, x, axis), ge = expand_axis(gy, x, axis);
+  auto l = rows_along<4>(gx, axis, {&gx, &x, &ye, &ge});
+  const int r = l.rank - 1;
+  const float* xs = x.data<float>();
+  const float* ys = ye.data<float>();
+  const float* gs = ge.data<float>();
+  float* out = gx.data<float>();
+  for_each_row(&ctx.pool(), l, [&](const std::array<std::int64_t, 4>& off, std::int64_t n) {
+    const float target = ys[off[2]], g = gs[off[3]];
+    std::int64_t ties = 0;
+    for (std::int64_t i = 0; i < n; ++i) ties += xs[off[1] + i * l.strides[1][r]] == target;
+    const float share = ties ? g / static_cast<float>(ties) : 0.f;
+    for (std::int64_t i = 0; i < n; ++i)
+      out[off[0] + i * l.strides[0][r]] = xs[off[1] + i * l.strides[1][r]] == target ? share : 0.f;
+  });
+}
+
+void scatter_backward(Context& ctx, const RawTensor& indices, const RawTensor& gy, int axis, RawTensor& gx) {
+  fill(ctx, gx, 0.f);
+  // Rows along axis: indices/gy have length k, gx has length n.
+  Layout<3> l;
+  l.rank = gx.rank;
+  int j = 0;
+  for (int i = 0; i < gx.rank; ++i) {
+    if (i == axis) continue;
+    l.shape[j] = gx.shape[i];
+    l.strides[0][j] = gx.strides[i];
+    l.strides[1][j] = indices.strides[i];
+    l.strides[2][j] = gy.strides[i];
+    ++j;
+  }
+  l.shape[j] = indices.shape[axis];
+  l.strides[0][j] = gx.strides[axis];
+  l.strides[1][j] = indices.strides[axis];
+  l.strides[2][j] = gy.strides[axis];
+  const auto* is = indices.data<std::int32_t>();
+  const float* gs = gy.data<float>();
+  float* out = gx.data<float>();
+  const std::int64_t sx = gx.strides[axis];
+  for_each_row(&ctx.pool(), l, [&](const std::array<std::int64_t, 3>& off, std::int64_t k) {
+    for (std::int64_t i = 0; i < k; ++i)
+      out[off[0] + is[off[1] + i * l.strides[1][j]] * sx] += gs[off[2] + i * l.strides[2][j]];
+  });
+}
+
+float cross_entropy(Context& ctx, const RawTensor& logits, int class_axis, const RawTensor& targets,
+                    std::int32_t ignore_index, RawTensor* grad) {
+  FUCINA_CHECK(logits.rank == 2, InvalidShape, "[cross_entropy] logits must have a row and a class axis");
+  const int row_axis = 1 - class_axis;
+  const std::int64_t rows = logits.shape[row_axis], classes = logits.shape[class_axis];
+  FUCINA_CHECK(targets.rank == 1 && targets.shape[0] == rows, ShapeMismatch,
+               "[cross_entropy] {} targets for {} rows", targets.rank == 1 ? targets.shape[0] : -1, rows);
+  const float* xs = logits.data<float>();
+  const auto* ts = targets.data<std::int32_t>();
+  const std::int64_t sr = logits.strides[row_axis], sc = logits.strides[class_axis];
+  std::vector<double> losses(static_cast<std::size_t>(rows), 0.0);
+  std::vector<char> counted(static_cast<std::size_t>(rows), 0);
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const std::int32_t t = ts[i * targets.strides[0]];
+    if (t == ignore_index) continue;
+    FUCINA_CHECK(t >= 0 && t < classes, IndexOutOfBounds, "[cross_entropy] target {} at row {} is outside 0..{}", t, i,
+                 classes - 1);
+    counted[static_cast<std::size_t>(i)] = 1;
+  }
+  std::int64_t count = 0;
+  for (char c : counted) count += c;
+  const float inv = count ? 1.f / static_cast<float>(count) : 0.f;
+  ctx.pool().parallel_range(rows, 64, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) {
+      const float* row = xs + i * sr;
+      float m = -std::numeric_limits<float>::infinity();
+      for (std::int64_t c = 0; c < classes; ++c) m = std::max(m, row[c * sc]);
+      float s = 0.f;
+      for (std::int64_t c = 0; c < classes; ++c) s += std::exp(row[c * sc] - m);
+      const float lse = m + std::log(s);
+      const bool on = counted[static_cast<std::size_t>(i)];
+      const std::int32_t t = ts[i * targets.strides[0]];
+      if (on) losses[static_cast<std::size_t>(i)] = static_cast<double>(lse - row[t * sc]);
+      if (grad && grad->buf) {
+        float* g = grad->data<float>() + i * grad->strides[row_axis];
+        const std::int64_t gc = grad->strides[class_axis];
+        for (std::int64_t c = 0; c < classes; ++c)
+          g[c * gc] = on ? (std::exp(row[c * sc] - lse) - (c == t ? 1.f : 0.f)) * inv : 0.f;
+      }
+    }
+  });
+  double total = 0.0;
+  for (double v : losses) total += v;
+  return count ? static_cast<float>(total / static_cast<double>(count)) : 0.f;
+}
+
+RawTensor reduce_to(Context& ctx, const RawTensor& g, int op_rank, const std::array<int, kMaxRank>& map) {
+  std::array<bool, kMaxRank> kept{};
+  for (int i = 0; i < op_rank; ++i) kept[static_cast<std::size_t>(map[i])] = true;
+  RawTensor cur = g;
+  for (int ax = g.rank - 1; ax >= 0; --ax) {
+    if (kept[static_cast<std::size_t>(ax)]) continue;
+    Dims shape{};
+    for (int i = 0, j = 0; i < cur.rank; ++i)
+      if (i != ax) shape[j++] = cur.shape[i];
+    RawTensor out = ctx.empty(DType::f32, cur.rank - 1, shape);
+    reduce(ctx, ReduceOp::sum, cur, ax, out);
+    cur = std::move(out);
+  }
+  RawTensor r = cur;
+  r.rank = op_rank;
+  for (int i = 0; i < op_rank; ++i) {
+    int pos = 0;
+    for (int a = 0; a < map[i]; ++a) pos += kept[static_cast<std::size_t>(a)] ? 1 : 0;
+    r.shape[i] = cur.shape[pos];
+    r.strides[i] = cur.strides[pos];
+  }
+  return r;
+}
+
+}  // namespace fucina::raw
