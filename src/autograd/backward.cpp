@@ -155,32 +155,39 @@ void RopeBackward::backward(Context& ctx, const RawTensor& gy, std::span<RawTens
   grads[0] = std::move(gx);
 }
 
+namespace {
+using Group = raw::ContractSpec::Group;
+using Side = std::array<int, kMaxRank> Group::*;
+
+// to = from's axes, with to's a/b/c sides read from the given sides of `from` (null: unused).
+void take(Group& to, const Group& from, Side a, Side b, Side c) {
+  to.count = from.count;
+  for (int i = 0; i < from.count; ++i) {
+    if (a) to.a[i] = (from.*a)[i];
+    if (b) to.b[i] = (from.*b)[i];
+    if (c) to.c[i] = (from.*c)[i];
+  }
+}
+}  // namespace
+
 void ContractBackward::backward(Context& ctx, const RawTensor& gy, std::span<RawTensor> grads) {
   const auto& s = spec_;
   if (inputs_[0]) {  // ga[batch, m, k] = sum_n gy[batch, m, n] * b[batch, k, n]
     raw::ContractSpec g;
-    g.batch.count = s.batch.count;
-    for (int i = 0; i < s.batch.count; ++i) g.batch.a[i] = s.batch.c[i], g.batch.b[i] = s.batch.b[i], g.batch.c[i] = s.batch.a[i];
-    g.m.count = s.m.count;
-    for (int i = 0; i < s.m.count; ++i) g.m.a[i] = s.m.c[i], g.m.c[i] = s.m.a[i];
-    g.n.count = s.k.count;
-    for (int i = 0; i < s.k.count; ++i) g.n.b[i] = s.k.b[i], g.n.c[i] = s.k.a[i];
-    g.k.count = s.n.count;
-    for (int i = 0; i < s.n.count; ++i) g.k.a[i] = s.n.c[i], g.k.b[i] = s.n.b[i];
+    take(g.batch, s.batch, &Group::c, &Group::b, &Group::a);
+    take(g.m, s.m, &Group::c, nullptr, &Group::a);
+    take(g.n, s.k, nullptr, &Group::b, &Group::a);
+    take(g.k, s.n, &Group::c, &Group::b, nullptr);
     RawTensor ga = ctx.empty(DType::f32, a_.rank, a_.shape);
     raw::contract(ctx, gy, b_, ga, g);
     grads[0] = std::move(ga);
   }
   if (inputs_[1]) {  // gb[batch, k, n] = sum_m a[batch, m, k] * gy[batch, m, n]
     raw::ContractSpec g;
-    g.batch.count = s.batch.count;
-    for (int i = 0; i < s.batch.count; ++i) g.batch.a[i] = s.batch.a[i], g.batch.b[i] = s.batch.c[i], g.batch.c[i] = s.batch.b[i];
-    g.m.count = s.k.count;
-    for (int i = 0; i < s.k.count; ++i) g.m.a[i] = s.k.a[i], g.m.c[i] = s.k.b[i];
-    g.n.count = s.n.count;
-    for (int i = 0; i < s.n.count; ++i) g.n.b[i] = s.n.c[i], g.n.c[i] = s.n.b[i];
-    g.k.count = s.m.count;
-    for (int i = 0; i < s.m.count; ++i) g.k.a[i] = s.m.a[i], g.k.b[i] = s.m.c[i];
+    take(g.batch, s.batch, &Group::a, &Group::c, &Group::b);
+    take(g.m, s.k, &Group::a, nullptr, &Group::b);
+    take(g.n, s.n, nullptr, &Group::c, &Group::b);
+    take(g.k, s.m, &Group::a, &Group::c, nullptr);
     RawTensor gb = ctx.empty(DType::f32, b_.rank, b_.shape);
     raw::contract(ctx, a_, gy, gb, g);
     grads[1] = std::move(gb);

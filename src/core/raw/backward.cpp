@@ -28,6 +28,31 @@ Layout<K> rows_along(const RawTensor& ref, int axis, const std::array<const RawT
   return l;
 }
 
+// Row view handed to the per-row gradient formulas: input row p (stride sp), upstream
+// gradient row g (stride sg), output row o (stride so), length n.
+struct RowRefs {
+  const float* p;
+  std::int64_t sp;
+  const float* g;
+  std::int64_t sg;
+  float* o;
+  std::int64_t so;
+  std::int64_t n;
+};
+
+// Runs fn(RowRefs) over every row along `axis` of (p, g) -> out.
+template <class F>
+void rows3(Context& ctx, const RawTensor& p, const RawTensor& g, int axis, RawTensor& out, F&& fn) {
+  auto l = rows_along<3>(out, axis, {&out, &p, &g});
+  const int r = l.rank - 1;
+  const float* ps = p.data<float>();
+  const float* gs = g.data<float>();
+  float* os = out.data<float>();
+  for_each_row(&ctx.pool(), l, [&](const std::array<std::int64_t, 3>& off, std::int64_t n) {
+    fn(RowRefs{ps + off[1], l.strides[1][r], gs + off[2], l.strides[2][r], os + off[0], l.strides[0][r], n});
+  });
+}
+
 // A reduced operand (axis removed) seen with stride 0 along that axis.
 RawTensor expand_axis(const RawTensor& reduced, const RawTensor& full, int axis) {
   RawTensor r = reduced;
@@ -91,77 +116,52 @@ void unary_backward(Context& ctx, UnaryOp op, const RawTensor& x, const RawTenso
 }
 
 void softmax_backward(Context& ctx, const RawTensor& y, const RawTensor& gy, int axis, bool log_space, RawTensor& gx) {
-  auto l = rows_along<3>(gx, axis, {&gx, &y, &gy});
-  const int r = l.rank - 1;
-  const float* ys = y.data<float>();
-  const float* gs = gy.data<float>();
-  float* out = gx.data<float>();
-  for_each_row(&ctx.pool(), l, [&](const std::array<std::int64_t, 3>& off, std::int64_t n) {
-    const std::int64_t so = l.strides[0][r], sy = l.strides[1][r], sg = l.strides[2][r];
+  rows3(ctx, y, gy, axis, gx, [&](const RowRefs& r) {
     float dot = 0.f;
     if (log_space) {
-      for (std::int64_t i = 0; i < n; ++i) dot += gs[off[2] + i * sg];
-      for (std::int64_t i = 0; i < n; ++i)
-        out[off[0] + i * so] = gs[off[2] + i * sg] - std::exp(ys[off[1] + i * sy]) * dot;
+      for (std::int64_t i = 0; i < r.n; ++i) dot += r.g[i * r.sg];
+      for (std::int64_t i = 0; i < r.n; ++i) r.o[i * r.so] = r.g[i * r.sg] - std::exp(r.p[i * r.sp]) * dot;
     } else {
-      for (std::int64_t i = 0; i < n; ++i) dot += gs[off[2] + i * sg] * ys[off[1] + i * sy];
-      for (std::int64_t i = 0; i < n; ++i)
-        out[off[0] + i * so] = ys[off[1] + i * sy] * (gs[off[2] + i * sg] - dot);
+      for (std::int64_t i = 0; i < r.n; ++i) dot += r.g[i * r.sg] * r.p[i * r.sp];
+      for (std::int64_t i = 0; i < r.n; ++i) r.o[i * r.so] = r.p[i * r.sp] * (r.g[i * r.sg] - dot);
     }
   });
 }
 
 void rms_norm_backward(Context& ctx, const RawTensor& x, const RawTensor& gy, int axis, float eps, RawTensor& gx) {
-  auto l = rows_along<3>(gx, axis, {&gx, &x, &gy});
-  const int r = l.rank - 1;
-  const float* xs = x.data<float>();
-  const float* gs = gy.data<float>();
-  float* out = gx.data<float>();
-  for_each_row(&ctx.pool(), l, [&](const std::array<std::int64_t, 3>& off, std::int64_t n) {
-    const std::int64_t so = l.strides[0][r], sx = l.strides[1][r], sg = l.strides[2][r];
+  rows3(ctx, x, gy, axis, gx, [&](const RowRefs& r) {
     double ss = 0.0, gxs = 0.0;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const double xv = xs[off[1] + i * sx];
+    for (std::int64_t i = 0; i < r.n; ++i) {
+      const double xv = r.p[i * r.sp];
       ss += xv * xv;
-      gxs += xv * gs[off[2] + i * sg];
+      gxs += xv * r.g[i * r.sg];
     }
-    const double rstd = 1.0 / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
-    const double c = rstd * rstd * rstd * gxs / static_cast<double>(n);
-    for (std::int64_t i = 0; i < n; ++i)
-      out[off[0] + i * so] = static_cast<float>(rstd * gs[off[2] + i * sg] - c * xs[off[1] + i * sx]);
+    const double rstd = 1.0 / std::sqrt(static_cast<float>(ss / static_cast<double>(r.n)) + eps);
+    const double c = rstd * rstd * rstd * gxs / static_cast<double>(r.n);
+    for (std::int64_t i = 0; i < r.n; ++i) r.o[i * r.so] = static_cast<float>(rstd * r.g[i * r.sg] - c * r.p[i * r.sp]);
   });
 }
 
 void layer_norm_backward(Context& ctx, const RawTensor& x, const RawTensor& gy, int axis, float eps, RawTensor& gx) {
-  auto l = rows_along<3>(gx, axis, {&gx, &x, &gy});
-  const int r = l.rank - 1;
-  const float* xs = x.data<float>();
-  const float* gs = gy.data<float>();
-  float* out = gx.data<float>();
-  for_each_row(&ctx.pool(), l, [&](const std::array<std::int64_t, 3>& off, std::int64_t n) {
-    const std::int64_t so = l.strides[0][r], sx = l.strides[1][r], sg = l.strides[2][r];
-    const double dn = static_cast<double>(n);
+  rows3(ctx, x, gy, axis, gx, [&](const RowRefs& r) {
+    const double dn = static_cast<double>(r.n);
     double mean = 0.0;
-    for (std::int64_t i = 0; i < n; ++i) mean += xs[off[1] + i * sx];
+    for (std::int64_t i = 0; i < r.n; ++i) mean += r.p[i * r.sp];
     mean /= dn;
     double var = 0.0;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const double d = xs[off[1] + i * sx] - mean;
-      var += d * d;
-    }
+    for (std::int64_t i = 0; i < r.n; ++i) var += (r.p[i * r.sp] - mean) * (r.p[i * r.sp] - mean);
     var /= dn;
     const double rstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
     double gmean = 0.0, gymean = 0.0;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const double g = gs[off[2] + i * sg];
-      gmean += g;
-      gymean += g * (xs[off[1] + i * sx] - mean) * rstd;
+    for (std::int64_t i = 0; i < r.n; ++i) {
+      gmean += r.g[i * r.sg];
+      gymean += r.g[i * r.sg] * (r.p[i * r.sp] - mean) * rstd;
     }
     gmean /= dn;
     gymean /= dn;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const double yv = (xs[off[1] + i * sx] - mean) * rstd;
-      out[off[0] + i * so] = static_cast<float>(rstd * (gs[off[2] + i * sg] - gmean - yv * gymean));
+    for (std::int64_t i = 0; i < r.n; ++i) {
+      const double yv = (r.p[i * r.sp] - mean) * rstd;
+      r.o[i * r.so] = static_cast<float>(rstd * (r.g[i * r.sg] - gmean - yv * gymean));
     }
   });
 }
