@@ -58,7 +58,7 @@ auto einsum_list(Context& ctx, const A& a_in, const B& b_in) {
       auto& g = spec.m;
       g.a[g.count] = ia, g.c[g.count] = ic, ++g.count;
       shape[i] = a.raw().shape[ia];
-    } else {
+    } else if (ib >= 0) {
       auto& g = spec.n;
       g.b[g.count] = ib, g.c[g.count] = ic, ++g.count;
       shape[i] = b.raw().shape[ib];

@@ -46,7 +46,8 @@ Dims broadcast_sizes(std::string_view op, const A& a, const B& b) {
                    "[{}] axis '{}' is {} on the left, {} on the right", op, Out[i].view(), a.raw().shape[ia],
                    b.raw().shape[ib]);
     }
-    d[i] = ia >= 0 ? a.raw().shape[ia] : b.raw().shape[ib];
+    if (ia >= 0) d[i] = a.raw().shape[ia];
+    else if (ib >= 0) d[i] = b.raw().shape[ib];
   }
   return d;
 }
@@ -159,6 +160,7 @@ X masked_fill(Context& ctx, const X& x, const M& mask, float value) {
   Dims shape = x.raw().shape;
   for (std::size_t i = 0; i < M::rank; ++i) {
     const int ix = tags::index_of(X::tag_list, M::tag_list[i]);
+    if (ix < 0) continue;  // unreachable: asserted above
     FUCINA_CHECK(x.raw().shape[ix] == mask.raw().shape[i], ShapeMismatch,
                  "[masked_fill] axis '{}' is {} in the tensor, {} in the mask", M::tag_list[i].view(), x.raw().shape[ix],
                  mask.raw().shape[i]);

@@ -117,6 +117,7 @@ auto permute(const X& x) {
   RawTensor r = s;
   for (std::size_t i = 0; i < order.size(); ++i) {
     const int from = tags::index_of(X::tag_list, order[i]);
+    if (from < 0) continue;  // unreachable: same_set is asserted above
     r.shape[i] = s.shape[from];
     r.strides[i] = s.strides[from];
   }
