@@ -1,0 +1,210 @@
+// Encoders and decoders against goldens produced by ggml itself (tests/data/quant/README.md).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fucina/core/error.hpp"
+#include "fucina/gguf/format.hpp"
+#include "fucina/quant/blocks_legacy.hpp"
+#include "fucina/quant/iq4.hpp"
+#include "fucina/quant/traits.hpp"
+#include "golden.hpp"
+
+namespace fucina::quant::test {
+namespace {
+
+struct Case {
+  QuantType type;
+  const char* file;
+};
+
+const Case kWeightTypes[] = {
+    {QuantType::F16, "f16.bin"},     {QuantType::BF16, "bf16.bin"},    {QuantType::Q4_0, "q4_0.bin"},
+    {QuantType::Q4_1, "q4_1.bin"},   {QuantType::Q5_0, "q5_0.bin"},    {QuantType::Q5_1, "q5_1.bin"},
+    {QuantType::Q8_0, "q8_0.bin"},   {QuantType::Q2_K, "q2_k.bin"},    {QuantType::Q3_K, "q3_k.bin"},
+    {QuantType::Q4_K, "q4_k.bin"},   {QuantType::Q5_K, "q5_k.bin"},    {QuantType::Q6_K, "q6_k.bin"},
+    {QuantType::IQ4_NL, "iq4_nl.bin"}, {QuantType::IQ4_XS, "iq4_xs.bin"}, {QuantType::TQ1_0, "tq1_0.bin"},
+    {QuantType::TQ2_0, "tq2_0.bin"},
+};
+
+class WeightGolden : public ::testing::TestWithParam<Case> {};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return std::string(type_traits(info.param.type).name);
+}
+
+TEST_P(WeightGolden, EncoderIsByteExact) {
+  const Case c = GetParam();
+  const auto x = inputs();
+  const Golden g = load_golden(c.file);
+  ASSERT_EQ(g.type, static_cast<std::uint32_t>(c.type));
+  ASSERT_EQ(static_cast<std::int64_t>(g.row_bytes), row_bytes(c.type, kN));
+  std::vector<std::uint8_t> out(g.row_bytes);
+  for (int r = 0; r < kRows; ++r) {
+    quantize_row(c.type, x.data() + r * kN, out.data(), kN);
+    std::size_t first_diff = out.size();
+    for (std::size_t b = 0; b < out.size(); ++b) {
+      if (out[b] != g.row(r)[b]) {
+        first_diff = b;
+        break;
+      }
+    }
+    EXPECT_EQ(first_diff, out.size()) << "row " << r << " first differing byte " << first_diff;
+  }
+}
+
+TEST_P(WeightGolden, DecoderMatchesGgmlBitwise) {
+  const Case c = GetParam();
+  const Golden g = load_golden(c.file);
+  std::vector<float> y(kN);
+  for (int r = 0; r < kRows; ++r) {
+    dequantize_row(c.type, g.row(r), y.data(), kN);
+    int bad = 0;
+    for (int i = 0; i < kN; ++i) bad += same_float(y[i], g.deq[r * kN + i]) ? 0 : 1;
+    EXPECT_EQ(bad, 0) << "row " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ggml, WeightGolden, ::testing::ValuesIn(kWeightTypes), case_name);
+
+// The CPU backend's activation quantizers (what ggml's matmul feeds the dot kernels).
+TEST(ActivationGolden, MatchesGgmlCpuBackend) {
+  const auto x = inputs();
+  const Case acts[] = {{QuantType::Q8_0, "act_q8_0.bin"}, {QuantType::Q8_1, "act_q8_1.bin"},
+                       {QuantType::Q8_K, "act_q8_k.bin"}};
+  for (const Case& c : acts) {
+    const Golden g = load_golden(c.file);
+    std::vector<std::uint8_t> out(g.row_bytes);
+    for (int r = 0; r < kRows; ++r) {
+      quantize_row_activation(c.type, x.data() + r * kN, out.data(), kN);
+      EXPECT_TRUE(std::equal(out.begin(), out.end(), g.row(r))) << c.file << " row " << r;
+    }
+  }
+}
+
+// quantize_row(Q8_1) is ggml's quantize_row_q8_1_ref (round half away from zero).
+TEST(ReferenceGolden, Q8_1MatchesGgmlRef) {
+  const auto x = inputs();
+  const Golden g = load_golden("q8_1_ref.bin");
+  std::vector<std::uint8_t> out(g.row_bytes);
+  for (int r = 0; r < kRows; ++r) {
+    quantize_row(QuantType::Q8_1, x.data() + r * kN, out.data(), kN);
+    EXPECT_TRUE(std::equal(out.begin(), out.end(), g.row(r))) << "row " << r;
+  }
+}
+
+TEST(ActivationGolden, Q8KDecodeMatchesGgml) {
+  const Golden g = load_golden("act_q8_k.bin");
+  std::vector<float> y(kN);
+  for (int r = 0; r < kRows; ++r) {
+    dequantize_row(QuantType::Q8_K, g.row(r), y.data(), kN);
+    for (int i = 0; i < kN; ++i) ASSERT_TRUE(same_float(y[i], g.deq[r * kN + i])) << r << ":" << i;
+  }
+}
+
+// Independent check of the two Q8_0 roundings on a tie: amax = 127 makes d = 1 exactly,
+// so 62.5 rounds half away from zero (63) in the reference encoder and half to even (62)
+// in the activation encoder; 63.5 rounds to 64 in both.
+TEST(ActivationQ8_0, TieRounding) {
+  float x[32] = {};
+  x[0] = 127.0f;
+  x[1] = 62.5f;
+  x[2] = -62.5f;
+  x[3] = 63.5f;
+  BlockQ8_0 ref{}, act{};
+  quantize_row_q8_0(x, &ref, 32);
+  quantize_act_q8_0(x, &act, 32);
+  EXPECT_EQ(ref.qs[1], 63);
+  EXPECT_EQ(ref.qs[2], -63);
+  EXPECT_EQ(act.qs[1], 62);
+  EXPECT_EQ(act.qs[2], -62);
+  EXPECT_EQ(ref.qs[3], 64);
+  EXPECT_EQ(act.qs[3], 64);
+  EXPECT_EQ(fp16_to_fp32(ref.d), 1.0f);
+}
+
+// ggml's quantize_row_iq4_nl_ref (no scale search) on rows whose blocks are all non-zero
+// (on all-zero blocks ggml reads uninitialised codes).
+TEST(Iq4NlFast, MatchesGgmlRef) {
+  const auto x = inputs();
+  const Golden g = load_golden("iq4_nl_ref.bin");
+  std::vector<BlockIQ4_NL> out(kN / 32);
+  for (int r = 0; r < kRows; ++r) {
+    if (r == 0 || r == 3) continue;
+    quantize_row_iq4_nl_fast(x.data() + r * kN, out.data(), kN);
+    EXPECT_EQ(std::memcmp(out.data(), g.row(r), g.row_bytes), 0) << "row " << r;
+  }
+}
+
+TEST(Traits, SizesAndErrors) {
+  EXPECT_EQ(row_bytes(QuantType::Q4_K, 512), 288);
+  EXPECT_EQ(row_bytes(QuantType::TQ1_0, 256), 54);
+  EXPECT_EQ(type_traits(QuantType::Q6_K).vec_dot_type, QuantType::Q8_K);
+  EXPECT_FALSE(find_type_traits(16).has_value());  // IQ2_XXS: not handled here
+  EXPECT_TRUE(find_type_traits(35).has_value());
+  float x[40] = {};
+  std::uint8_t buf[256] = {};
+  EXPECT_THROW(quantize_row(QuantType::Q4_K, x, buf, 40), fucina::Error);
+  EXPECT_THROW(dequantize_row(QuantType::Q8_0, buf, x, 33), fucina::Error);
+  EXPECT_THROW(quantize_row(static_cast<QuantType>(16), x, buf, 32), fucina::Error);
+  EXPECT_THROW(quantize_row_activation(QuantType::Q4_0, x, buf, 32), fucina::Error);
+}
+
+}  // namespace
+}  // namespace fucina::quant::test
+
+namespace fucina::quant::test {
+namespace {
+
+// Non-finite input has no ggml-defined encoding (its C conversions are undefined there);
+// ours must stay well-defined (no crash or sanitizer report) and keep it inside the
+// blocks that hold it: the finite second super-block encodes as it would alone.
+TEST(NonFinite, StaysInsideItsBlocks) {
+  std::vector<float> x(512);
+  for (int i = 0; i < 512; ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+  x[3] = NAN;
+  x[40] = INFINITY;
+  x[200] = -INFINITY;
+  for (const Case& c : kWeightTypes) {
+    const std::int64_t rb = row_bytes(c.type, 512);
+    std::vector<std::uint8_t> out(rb), half(rb / 2);
+    std::vector<float> y(512);
+    quantize_row(c.type, x.data(), out.data(), 512);
+    dequantize_row(c.type, out.data(), y.data(), 512);
+    quantize_row(c.type, x.data() + 256, half.data(), 256);
+    EXPECT_EQ(std::memcmp(out.data() + rb / 2, half.data(), half.size()), 0) << type_traits(c.type).name;
+    for (int i = 256; i < 512; ++i) ASSERT_TRUE(std::isfinite(y[i])) << type_traits(c.type).name << " " << i;
+  }
+  for (QuantType t : {QuantType::Q8_0, QuantType::Q8_1, QuantType::Q8_K}) {
+    std::vector<std::uint8_t> out(row_bytes(t, 512)), half(row_bytes(t, 256));
+    quantize_row_activation(t, x.data(), out.data(), 512);
+    quantize_row_activation(t, x.data() + 256, half.data(), 256);
+    EXPECT_EQ(std::memcmp(out.data() + half.size(), half.data(), half.size()), 0);
+  }
+}
+
+}  // namespace
+}  // namespace fucina::quant::test
+
+
+namespace fucina::quant::test {
+namespace {
+
+// Our traits agree with the GGUF module's independently written ggml type table.
+TEST(Traits, AgreeWithGgufTypeTable) {
+  for (std::uint32_t id = 0; id < 64; ++id) {
+    const auto ours = find_type_traits(id);
+    if (!ours) continue;
+    ASSERT_TRUE(fucina::gguf::is_valid_ggml_type(id)) << id;
+    const auto& theirs = fucina::gguf::type_traits(static_cast<fucina::gguf::GgmlType>(id));
+    EXPECT_EQ(ours->name, theirs.name) << id;
+    EXPECT_EQ(ours->block_size, static_cast<std::int64_t>(theirs.block_size)) << id;
+    EXPECT_EQ(ours->block_bytes, static_cast<std::int64_t>(theirs.type_size)) << id;
+  }
+}
+
+}  // namespace
+}  // namespace fucina::quant::test
