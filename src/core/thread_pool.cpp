@@ -82,8 +82,21 @@ void ThreadPool::worker_loop(std::uint32_t seen) {
     }
     seen = g;
     if (stop_.load(std::memory_order_acquire)) return;
+    if (!enter(g)) continue;  // woke too late: the job is closed (or already replaced)
     drain();
-    active_.fetch_sub(1, std::memory_order_acq_rel);
+    exited_.fetch_add(1, std::memory_order_acq_rel);
+  }
+}
+
+// Joins job `g` unless the dispatcher has closed it. Only a worker that entered may touch
+// the job state, and the dispatcher waits for exactly those: a descheduled worker that
+// wakes late costs the dispatcher nothing.
+bool ThreadPool::enter(std::uint32_t g) {
+  std::uint64_t v = entry_.load(std::memory_order_acquire);
+  for (;;) {
+    if ((v >> 32) != g || (v & kEntryClosed) != 0) return false;
+    if (entry_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+      return true;
   }
 }
 
@@ -109,12 +122,18 @@ void ThreadPool::run(std::int64_t n_tasks, void* ctx, TaskFn fn) {
   error_ = nullptr;
   failed_.store(false, std::memory_order_relaxed);
   next_.store(0, std::memory_order_relaxed);
-  active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  exited_.store(0, std::memory_order_relaxed);
+  // The job opens under the generation publish() is about to set (only run() and the
+  // destructor bump it, both serialized with this).
+  const std::uint32_t g = generation_.load(std::memory_order_relaxed) + 1;
+  entry_.store(static_cast<std::uint64_t>(g) << 32, std::memory_order_relaxed);
   publish();
   drain();
-  // Join: every worker must leave the job before its state is reused.
-  for (int spin = 0; active_.load(std::memory_order_acquire) != 0; ++spin) {
-    if (spin > (1 << 20)) std::this_thread::yield();
+  // Join: close the job to latecomers, then wait for the workers inside it to leave
+  // before its state is reused.
+  const std::uint64_t entered = entry_.fetch_or(kEntryClosed, std::memory_order_acq_rel) & (kEntryClosed - 1);
+  for (int spin = 0; static_cast<std::uint64_t>(exited_.load(std::memory_order_acquire)) != entered; ++spin) {
+    if (spin > (1 << 12)) std::this_thread::yield();
     else FUCINA_CPU_RELAX();
   }
   if (error_) std::rethrow_exception(error_);

@@ -55,6 +55,7 @@ class ThreadPool {
   void run(std::int64_t n_tasks, void* ctx, TaskFn fn);
   void worker_loop(std::uint32_t seen);  // seen: generation at construction
   void publish();  // starts a new generation and wakes parked workers
+  bool enter(std::uint32_t g);  // joins job g unless it is closed
   void drain();  // claims and runs tasks of the current job until none are left
 
   std::vector<std::thread> workers_;
@@ -62,7 +63,10 @@ class ThreadPool {
   std::atomic<std::uint32_t> generation_{0};
   std::mutex park_mu_;
   std::condition_variable park_cv_;
-  std::atomic<int> active_{0};  // workers still inside the current job
+  // Job membership: (generation << 32) | closed bit | number of workers that entered.
+  static constexpr std::uint64_t kEntryClosed = std::uint64_t{1} << 31;
+  std::atomic<std::uint64_t> entry_{0};
+  std::atomic<int> exited_{0};  // entered workers that have left the current job
   std::atomic<bool> stop_{false};
   // Current job (published by the generation bump).
   void* job_ctx_ = nullptr;

@@ -1,0 +1,109 @@
+// ThreadPool: every task runs exactly once, exceptions propagate, nesting and back-to-back
+// dispatches work.
+#include "fucina/core/thread_pool.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace fucina {
+namespace {
+
+TEST(ThreadPool, SizeCountsTheCaller) {
+  EXPECT_EQ(ThreadPool(1).size(), 1);
+  EXPECT_EQ(ThreadPool(3).size(), 3);
+  EXPECT_GE(ThreadPool(0).size(), 1);
+}
+
+TEST(ThreadPool, EveryTaskRunsExactlyOnce) {
+  for (int threads : {1, 2, 4}) {
+    ThreadPool pool(threads);
+    for (std::int64_t n : {0, 1, 2, 3, 7, 64, 1000}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      pool.parallel_for(n, [&](std::int64_t i) { hits[static_cast<size_t>(i)].fetch_add(1); });
+      for (std::int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "task " << i;
+    }
+  }
+}
+
+TEST(ThreadPool, ParallelRangeCoversEachIndexOnce) {
+  ThreadPool pool(3);
+  for (std::int64_t n : {1, 5, 100, 1001}) {
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    pool.parallel_range(n, 7, [&](std::int64_t b, std::int64_t e) {
+      EXPECT_LT(b, e);
+      for (std::int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+    });
+    for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+  }
+}
+
+TEST(ThreadPool, ExceptionPropagatesAndPoolStaysUsable) {
+  ThreadPool pool(2);
+  EXPECT_THROW(pool.parallel_for(100, [](std::int64_t i) {
+    if (i == 37) throw std::runtime_error("task 37");
+  }), std::runtime_error);
+  std::atomic<int> count{0};
+  pool.parallel_for(50, [&](std::int64_t) { count.fetch_add(1); });
+  EXPECT_EQ(count.load(), 50);
+}
+
+TEST(ThreadPool, SerialPoolPropagatesExceptions) {
+  ThreadPool pool(1);
+  EXPECT_THROW(pool.parallel_for(3, [](std::int64_t i) {
+    if (i == 1) throw std::logic_error("x");
+  }), std::logic_error);
+}
+
+TEST(ThreadPool, NestedParallelForRuns) {
+  ThreadPool pool(2);
+  std::vector<std::atomic<int>> hits(8 * 16);
+  pool.parallel_for(8, [&](std::int64_t i) {
+    pool.parallel_for(16, [&](std::int64_t j) { hits[static_cast<size_t>(i * 16 + j)].fetch_add(1); });
+  });
+  for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+}
+
+TEST(ThreadPool, ManyBackToBackDispatches) {
+  ThreadPool pool(2);
+  std::int64_t total = 0;
+  std::vector<std::int64_t> slots(4);
+  for (int round = 0; round < 20000; ++round) {
+    pool.parallel_for(4, [&](std::int64_t i) { slots[static_cast<size_t>(i)] = round + i; });
+    for (std::int64_t s : slots) total += s;
+  }
+  // sum over rounds of (4*round + 0+1+2+3)
+  EXPECT_EQ(total, 4LL * (19999LL * 20000LL / 2) + 6LL * 20000LL);
+}
+
+TEST(ThreadPool, DispatchOrDestroyRightAfterConstruction) {
+  // Workers may not have started yet: neither a job nor shutdown may be missed.
+  for (int r = 0; r < 300; ++r) {
+    ThreadPool idle(4);
+  }
+  for (int r = 0; r < 300; ++r) {
+    ThreadPool pool(4);
+    std::atomic<int> count{0};
+    pool.parallel_for(8, [&](std::int64_t) { count.fetch_add(1); });
+    EXPECT_EQ(count.load(), 8);
+  }
+}
+
+TEST(ThreadPool, ConcurrentCallersFromTwoThreads) {
+  ThreadPool pool(2);
+  std::atomic<std::int64_t> sum{0};
+  auto work = [&] {
+    for (int r = 0; r < 200; ++r) pool.parallel_for(10, [&](std::int64_t i) { sum.fetch_add(i); });
+  };
+  std::thread t(work);
+  work();
+  t.join();
+  EXPECT_EQ(sum.load(), 2 * 200 * 45);
+}
+
+}  // namespace
+}  // namespace fucina
