@@ -11,7 +11,9 @@
 // fixed chunk grid, so results are bit-identical for any thread count.
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "fucina/core/context.hpp"
 #include "fucina/optim/param.hpp"
