@@ -176,8 +176,8 @@ void rms_norm(Context& ctx, const RawTensor& x, int axis, float eps, RawTensor& 
   for_each_row(&ctx.pool(), l, [&](const std::array<std::int64_t, 2>& off, std::int64_t n) {
     const float* p = xs + off[1];
     float* y = ys + off[0];
-    double ss = 0.0;  // ggml accumulates the sum of squares in double
-    for (std::int64_t i = 0; i < n; ++i) ss += static_cast<double>(p[i * sx]) * static_cast<double>(p[i * sx]);
+    double ss = 0.0;  // as ggml: f32 squares accumulated in double
+    for (std::int64_t i = 0; i < n; ++i) ss += static_cast<double>(p[i * sx] * p[i * sx]);
     const float mean = static_cast<float>(ss / static_cast<double>(n));
     const float scale = 1.0f / std::sqrt(mean + eps);
     for (std::int64_t i = 0; i < n; ++i) y[i * so] = p[i * sx] * scale;
