@@ -104,7 +104,7 @@ struct Options {
   double target = 0.99;          // stop once the training accuracy reaches it
   std::uint64_t init_seed = 1;
   std::uint64_t data_seed = 7;
-  Config es{.population = 64, .sigma = 0.05f, .learning_rate = 0.05f, .antithetic = true,
+  Config es{.population = 64, .sigma = 0.1f, .learning_rate = 0.3f, .antithetic = true,
             .shaping = Shaping::z_score, .weight_decay = 0.f, .seed = 42, .threads = 0};
 };
 
@@ -113,10 +113,8 @@ inline Options spirals_options() { return Options{}; }
 inline Options ternary_options() {
   Options o;
   o.ternary = true;
-  o.hidden = 64;
   o.target = 0.95;
-  o.es.sigma = 0.1f;
-  o.es.learning_rate = 0.1f;
+  o.es.sigma = 0.05f;
   return o;
 }
 
@@ -130,6 +128,7 @@ struct Progress {
 
 struct Result {
   Progress last;
+  double initial_loss = 0;  // CE of the initial θ
   std::int64_t reached_at = -1;  // first checked iteration with accuracy >= target
   double reached_seconds = 0;
   double test_accuracy = 0;  // on a fresh spirals draw (data_seed + 1)
@@ -143,6 +142,7 @@ inline Result run(Context& ctx, const Options& opt, const std::function<void(con
   SpiralsMlp model = SpiralsMlp::init(ctx, opt.hidden, opt.ternary, opt.init_seed, opt.latent);
   Result res;
   res.params = params_of(model).size();
+  res.initial_loss = cross_entropy(ctx, model.logits(ctx, data.x), data.labels);
   const auto t0 = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   auto reward = [&](const SpiralsMlp& m) { return static_cast<float>(-cross_entropy(ctx, m.logits(ctx, data.x), data.labels)); };

@@ -43,7 +43,7 @@ struct Config {
   Shaping shaping = Shaping::z_score;
   float weight_decay = 0.f;  // λ, decoupled and toward zero
   std::uint64_t seed = 42;
-  int threads = 0;  // scoring/update pool; 0: the caller's pool (train: ctx.pool())
+  int threads = 0;  // pool participants; 0: train() uses ctx.pool(), a bare Strategy all cores
 };
 
 // Everything a scorer needs to rebuild member `index` of `iteration`: the perturbation
