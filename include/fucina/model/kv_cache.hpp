@@ -1,0 +1,46 @@
+#pragma once
+// Per-sequence key/value cache: for each layer, K and V as Tensor<"kseq","kvh","hd"> over
+// the whole context, f16 by default (as llama.cpp) or f32.
+//
+// Note [KV cache protocol]: a forward pass of n tokens stores each layer's K/V at rows
+// [size(), size() + n) with store(), reads rows [0, size() + n) with keys()/values(),
+// and calls advance(n) once every layer is done. reserve(n) checks the context first, so
+// a full cache is a clear error before any work.
+#include <cstdint>
+#include <vector>
+
+#include "fucina/fucina.hpp"
+#include "fucina/model/config.hpp"
+
+namespace fucina::model {
+
+class KvCache {
+ public:
+  using Rows = Tensor<"seq", "kvh", "hd">;
+  using Cached = Tensor<"kseq", "kvh", "hd">;
+
+  KvCache(Context& ctx, const ModelConfig& config, std::int64_t n_ctx, DType dtype = DType::f16);
+
+  std::int64_t capacity() const { return n_ctx_; }
+  std::int64_t size() const { return size_; }
+  DType dtype() const { return dtype_; }
+  void clear() { size_ = 0; }
+  // Throws InvalidArgument when n more tokens do not fit.
+  void reserve(std::int64_t n) const;
+  void store(Context& ctx, std::int64_t layer, const Rows& k, const Rows& v);
+  Cached keys(Context& ctx, std::int64_t layer, std::int64_t n) const;
+  Cached values(Context& ctx, std::int64_t layer, std::int64_t n) const;
+  // The stored f16 rows themselves (an f16 cache only), for flash_attention_f16.
+  TensorT<DType::f16, "kseq", "kvh", "hd"> keys_f16(std::int64_t layer, std::int64_t n) const;
+  TensorT<DType::f16, "kseq", "kvh", "hd"> values_f16(std::int64_t layer, std::int64_t n) const;
+  void advance(std::int64_t n);
+
+ private:
+  Cached read(Context& ctx, const RawTensor& t, std::int64_t n) const;
+  std::int64_t n_ctx_ = 0;
+  std::int64_t size_ = 0;
+  DType dtype_ = DType::f16;
+  std::vector<RawTensor> k_, v_;  // [n_ctx, kvh, hd] per layer
+};
+
+}  // namespace fucina::model

@@ -1,0 +1,17 @@
+#pragma once
+// The pre-norm decoder block of llama.cpp's `llama` graph, also used for `qwen3`:
+//   x += attention(rms_norm(x) · attn_norm);  x += swiglu_ffn(rms_norm(x) · ffn_norm)
+// Qwen3's differences (q/k RMSNorm, NEOX RoPE, tied output) come from the config and
+// the weights, so both architectures run through llama_block.
+#include "fucina/model/attention.hpp"
+
+namespace fucina::model {
+
+// down(silu(gate(h)) * up(h)).
+Tensor<"seq", "embd"> swiglu_ffn(Context& ctx, const LayerWeights& w, const Tensor<"seq", "embd">& h);
+
+Tensor<"seq", "embd"> llama_block(Context& ctx, const ModelConfig& config, const LayerWeights& w, KvCache& cache,
+                                  std::int64_t layer, const Tensor<"seq", "embd">& x,
+                                  std::span<const std::int32_t> positions);
+
+}  // namespace fucina::model

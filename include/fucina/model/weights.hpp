@@ -1,0 +1,105 @@
+#pragma once
+// Model weights as named-axis tensors borrowed from the GGUF mmap (no copy).
+//
+// Note [Weight layout]: a ggml matrix [ne0 = in, ne1 = out] is row-major Tensor<Out, In>;
+// expert stacks [in, out, n_expert] are Tensor<"expert", Out, In>. f32 weights go through
+// the library's dot (sgemm); f16 weights through dot_f16 (model/f16_matmul.hpp), which
+// reads the f16 rows in place. Norm vectors are tiny and are kept (or converted to) f32.
+#include <string>
+#include <vector>
+
+#include "fucina/fucina.hpp"
+#include "fucina/model/config.hpp"
+#include "fucina/model/f16_matmul.hpp"
+
+namespace fucina::model {
+
+// A [Out, In] matrix stored as f32 or f16.
+template <TagName Out, TagName In>
+class Weight {
+ public:
+  using F32 = TensorT<DType::f32, Out, In>;
+  using F16 = TensorT<DType::f16, Out, In>;
+  Weight() = default;
+  explicit Weight(F32 w) : f32_(std::move(w)) {}
+  explicit Weight(F16 w, F16DotOrder order = F16DotOrder::tiled) : f16_(std::move(w)), order_(order) {}
+  bool defined() const { return f32_.defined() || f16_.defined(); }
+  bool is_f16() const { return f16_.defined(); }
+  const F32& f32() const { return f32_; }
+  const F16& f16() const { return f16_; }
+  std::int64_t rows() const { return is_f16() ? f16_.template size<Out>() : f32_.template size<Out>(); }
+  // Which ggml summation order an f16 product follows (Note [f16 summation order]).
+  F16DotOrder order() const { return order_; }
+
+ private:
+  F32 f32_;
+  F16 f16_;
+  F16DotOrder order_ = F16DotOrder::tiled;
+};
+
+// x · Wᵀ contracting In, by name: Tensor<R, In> · Weight<Out, In> -> Tensor<R, Out>.
+template <TagName C, TagName R, TagName Out>
+Tensor<R, Out> dot(Context& ctx, const Tensor<R, C>& x, const Weight<Out, C>& w) {
+  if (!w.is_f16()) return fucina::dot<C>(ctx, x, w.f32());
+  const RawTensor& wr = w.f16().raw();
+  const std::int64_t k = x.template size<C>(), n = x.template size<R>(), n_out = wr.shape[0];
+  FUCINA_CHECK(wr.shape[1] == k, ShapeMismatch, "[dot] contracted axis '{}' is {} on the left, {} on the right",
+               C.view(), k, wr.shape[1]);
+  FUCINA_ASSERT(wr.strides[1] == 1);
+  auto xr = clone(ctx, x);  // rounded to f16 below (Note [f16 activations])
+  float* xp = xr.mutable_data().data();
+  round_to_f16(xp, xr.numel());
+  auto y = Tensor<R, Out>::empty(ctx, {n, n_out});
+  // tinyBLAS only takes k % 16 == 0 and rows % 4 == 0; ggml falls back to vec_dot otherwise.
+  const F16DotOrder order = k % 16 == 0 && n_out % 4 == 0 ? w.order() : F16DotOrder::vec;
+  matmul_f16(ctx.pool(), xp, n, k, wr.template data<Half>(), wr.strides[0], n_out, y.mutable_data().data(), order);
+  return y;
+}
+
+// A stack of per-expert [Out, In] matrices.
+template <TagName Out, TagName In>
+class ExpertWeights {
+ public:
+  using F32 = TensorT<DType::f32, "expert", Out, In>;
+  using F16 = TensorT<DType::f16, "expert", Out, In>;
+  ExpertWeights() = default;
+  explicit ExpertWeights(F32 w) : f32_(std::move(w)) {}
+  explicit ExpertWeights(F16 w) : f16_(std::move(w)) {}
+  Weight<Out, In> expert(std::int64_t e) const {
+    // ggml's mul_mat_id sums with ggml_vec_dot_f16 (Note [f16 summation order]).
+    if (f16_.defined()) return Weight<Out, In>(select<"expert">(f16_, e), F16DotOrder::vec);
+    return Weight<Out, In>(select<"expert">(f32_, e));
+  }
+
+ private:
+  F32 f32_;
+  F16 f16_;
+};
+
+struct LayerWeights {
+  Tensor<"embd"> attn_norm, ffn_norm;
+  Tensor<"hd"> q_norm, k_norm;  // qwen3*: per-head RMSNorm of q and k
+  Weight<"qd", "embd"> wq;
+  Weight<"kd", "embd"> wk, wv;
+  Weight<"embd", "qd"> wo;
+  Weight<"ff", "embd"> gate, up;  // dense FFN
+  Weight<"embd", "ff"> down;
+  Weight<"expert", "embd"> router;  // MoE FFN
+  ExpertWeights<"eff", "embd"> gate_exps, up_exps;
+  ExpertWeights<"embd", "eff"> down_exps;
+};
+
+struct ModelWeights {
+  Weight<"vocab", "embd"> tok_embd;
+  Tensor<"embd"> output_norm;
+  Weight<"vocab", "embd"> output;  // token_embd when the file ties them
+  bool tied = false;
+  std::vector<LayerWeights> layers;
+};
+
+// Borrows every tensor the architecture needs from `file` (which must outlive the
+// result). Missing tensors -> InvalidFile listing all of them; a shape that disagrees
+// with the config -> InvalidFile; a weight type other than f32/f16 -> Unsupported.
+ModelWeights load_weights(const gguf::Reader& file, const ModelConfig& config);
+
+}  // namespace fucina::model

@@ -1,0 +1,44 @@
+#include "fucina/model/attention.hpp"
+
+#include <cmath>
+
+#include "fucina/model/flash_attention.hpp"
+
+namespace fucina::model {
+
+namespace {
+// llama.cpp switches to its tiled f32 flash-attention path from this many query rows.
+constexpr std::int64_t kTiledFromRows = 64;
+}  // namespace
+
+Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerWeights& w, KvCache& cache,
+                                std::int64_t layer, const Tensor<"seq", "embd">& h,
+                                std::span<const std::int32_t> positions) {
+  const std::int64_t n = h.size<"seq">(), n_past = cache.size(), n_kv = n_past + n;
+  auto q = split<"qd", "head", "hd">(dot<"embd">(ctx, h, w.wq), c.head_dim);
+  auto k = split<"kd", "kvh", "hd">(dot<"embd">(ctx, h, w.wk), c.head_dim);
+  auto v = split<"kd", "kvh", "hd">(dot<"embd">(ctx, h, w.wv), c.head_dim);
+  if (c.qk_norm) {
+    q = mul(ctx, rms_norm_ggml<"hd">(ctx, q, c.rms_eps), w.q_norm);
+    k = mul(ctx, rms_norm_ggml<"hd">(ctx, k, c.rms_eps), w.k_norm);
+  }
+  q = rope_ggml<"seq", "hd">(ctx, q, positions, c.rope_base, c.rope_mode);
+  k = rope_ggml<"seq", "hd">(ctx, k, positions, c.rope_base, c.rope_mode);
+  cache.store(ctx, layer, k, v);
+
+  auto qg = split<"head", "kvh", "grp">(q, c.group());  // head = kvh * grp + g (GQA)
+  const float scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
+  Tensor<"seq", "kvh", "grp", "hd"> o;
+  if (cache.dtype() == DType::f16 && n < kTiledFromRows) {
+    o = flash_attention_f16(ctx, qg, cache.keys_f16(layer, n_kv), cache.values_f16(layer, n_kv), n_past, scale);
+  } else {
+    auto keys = cache.keys(ctx, layer, n_kv);      // <kseq, kvh, hd>
+    auto values = cache.values(ctx, layer, n_kv);  // <kseq, kvh, hd>
+    auto scores = einsum<"kvh", "grp", "seq", "kseq">(ctx, qg, keys);
+    auto masked = add(ctx, mul(ctx, scores, scale), causal_mask<"seq", "kseq">(ctx, n, n_kv, n_past));
+    o = einsum<"seq", "kvh", "grp", "hd">(ctx, softmax<"kseq">(ctx, masked), values);
+  }
+  return dot<"qd">(ctx, merge<"head", "hd", "qd">(merge<"kvh", "grp", "head">(o)), w.wo);
+}
+
+}  // namespace fucina::model

@@ -1,0 +1,95 @@
+#include "fucina/model/f16_matmul.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+#include <immintrin.h>
+#define FUCINA_F16_AVX512 1
+#endif
+
+namespace fucina::model {
+
+namespace {
+
+// GCC's _mm512_reduce_add_ps: halves, quarters, then (0+2)+(1+3).
+float fold16(const float* l) {
+  float t3[8], t6[4];
+  for (int i = 0; i < 8; ++i) t3[i] = l[8 + i] + l[i];
+  for (int i = 0; i < 4; ++i) t6[i] = t3[4 + i] + t3[i];
+  return (t6[0] + t6[2]) + (t6[1] + t6[3]);
+}
+
+}  // namespace
+
+void round_to_f16(float* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) x[i] = half_to_float(float_to_half(x[i]));
+}
+
+float dot_f16_scalar(const Half* w, const float* x, std::int64_t k, F16DotOrder order) {
+  if (order == F16DotOrder::tiled && k % 16 == 0) {
+    float acc[16] = {};
+    for (std::int64_t i = 0; i < k; i += 16)
+      for (int l = 0; l < 16; ++l) acc[l] = std::fma(half_to_float(w[i + l].bits), x[i + l], acc[l]);
+    return fold16(acc);
+  }
+  float acc[4][16] = {};
+  const std::int64_t np = k & ~std::int64_t{63};
+  for (std::int64_t i = 0; i < np; i += 64)
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 16; ++l)
+        acc[j][l] = std::fma(half_to_float(w[i + 16 * j + l].bits), x[i + 16 * j + l], acc[j][l]);
+  for (int l = 0; l < 16; ++l) {
+    acc[0][l] += acc[2][l];
+    acc[1][l] += acc[3][l];
+    acc[0][l] += acc[1][l];
+  }
+  double s = fold16(acc[0]);
+  for (std::int64_t i = np; i < k; ++i) s += static_cast<double>(half_to_float(w[i].bits) * x[i]);
+  return static_cast<float>(s);
+}
+
+float dot_f16(const Half* w, const float* x, std::int64_t k, F16DotOrder order) {
+#if defined(FUCINA_F16_AVX512)
+  const auto load_w = [&](std::int64_t i) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i)));
+  };
+  alignas(64) float lanes[16];
+  if (order == F16DotOrder::tiled && k % 16 == 0) {
+    __m512 acc = _mm512_setzero_ps();
+    for (std::int64_t i = 0; i < k; i += 16) acc = _mm512_fmadd_ps(load_w(i), _mm512_loadu_ps(x + i), acc);
+    _mm512_store_ps(lanes, acc);
+    return fold16(lanes);
+  }
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  const std::int64_t np = k & ~std::int64_t{63};
+  for (std::int64_t i = 0; i < np; i += 64) {
+    a0 = _mm512_fmadd_ps(load_w(i), _mm512_loadu_ps(x + i), a0);
+    a1 = _mm512_fmadd_ps(load_w(i + 16), _mm512_loadu_ps(x + i + 16), a1);
+    a2 = _mm512_fmadd_ps(load_w(i + 32), _mm512_loadu_ps(x + i + 32), a2);
+    a3 = _mm512_fmadd_ps(load_w(i + 48), _mm512_loadu_ps(x + i + 48), a3);
+  }
+  a0 = _mm512_add_ps(a0, a2);
+  a1 = _mm512_add_ps(a1, a3);
+  _mm512_store_ps(lanes, _mm512_add_ps(a0, a1));
+  double s = fold16(lanes);
+  for (std::int64_t i = np; i < k; ++i) s += static_cast<double>(half_to_float(w[i].bits) * x[i]);
+  return static_cast<float>(s);
+#else
+  return dot_f16_scalar(w, x, k, order);
+#endif
+}
+
+void matmul_f16(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int64_t k, const Half* w,
+                std::int64_t w_stride, std::int64_t n_out, float* y, F16DotOrder order) {
+  // Small jobs run inline: waking workers costs more than a few thousand MACs.
+  const std::int64_t grain = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, k * n_rows));
+  pool.parallel_range(n_out, grain, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t o = b; o < e; ++o) {
+      const Half* wr = w + o * w_stride;
+      for (std::int64_t r = 0; r < n_rows; ++r) y[r * n_out + o] = dot_f16(wr, x + r * k, k, order);
+    }
+  });
+}
+
+}  // namespace fucina::model

@@ -1,0 +1,66 @@
+#include "fucina/model/kv_cache.hpp"
+
+#include "fucina/core/raw/elementwise.hpp"
+
+namespace fucina::model {
+
+KvCache::KvCache(Context& ctx, const ModelConfig& c, std::int64_t n_ctx, DType dtype) : n_ctx_(n_ctx), dtype_(dtype) {
+  FUCINA_CHECK(n_ctx > 0, InvalidArgument, "[kv_cache] context length must be positive, got {}", n_ctx);
+  FUCINA_CHECK(dtype == DType::f16 || dtype == DType::f32, InvalidArgument, "[kv_cache] cache type must be f16 or f32");
+  const Dims shape{n_ctx, c.n_head_kv, c.head_dim};
+  for (std::int64_t l = 0; l < c.n_layer; ++l) {
+    k_.push_back(ctx.empty(dtype, 3, shape));
+    v_.push_back(ctx.empty(dtype, 3, shape));
+  }
+}
+
+void KvCache::reserve(std::int64_t n) const {
+  FUCINA_CHECK(size_ + n <= n_ctx_, InvalidArgument,
+               "[kv_cache] context is full: {} cached + {} new tokens > context length {} (raise --ctx)", size_, n, n_ctx_);
+}
+
+void KvCache::store(Context& ctx, std::int64_t layer, const Rows& k, const Rows& v) {
+  const std::int64_t n = k.size<"seq">();
+  reserve(n);
+  for (auto [src, dst] : {std::pair{&k, &k_}, std::pair{&v, &v_}}) {
+    RawTensor slot = (*dst)[static_cast<std::size_t>(layer)];
+    slot.offset += size_ * slot.strides[0];
+    slot.shape[0] = n;
+    raw::copy(ctx, src->raw(), slot);  // rounds to f16 for an f16 cache
+  }
+}
+
+KvCache::Cached KvCache::read(Context& ctx, const RawTensor& t, std::int64_t n) const {
+  FUCINA_ASSERT(n <= n_ctx_);
+  RawTensor view = t;
+  view.shape[0] = n;
+  if (dtype_ == DType::f32) return Cached(std::move(view));
+  return TensorT<DType::f16, "kseq", "kvh", "hd">(std::move(view)).to<DType::f32>(ctx);
+}
+
+KvCache::Cached KvCache::keys(Context& ctx, std::int64_t layer, std::int64_t n) const {
+  return read(ctx, k_[static_cast<std::size_t>(layer)], n);
+}
+KvCache::Cached KvCache::values(Context& ctx, std::int64_t layer, std::int64_t n) const {
+  return read(ctx, v_[static_cast<std::size_t>(layer)], n);
+}
+
+TensorT<DType::f16, "kseq", "kvh", "hd"> KvCache::keys_f16(std::int64_t layer, std::int64_t n) const {
+  FUCINA_ASSERT(dtype_ == DType::f16 && n <= n_ctx_);
+  RawTensor view = k_[static_cast<std::size_t>(layer)];
+  view.shape[0] = n;
+  return TensorT<DType::f16, "kseq", "kvh", "hd">(std::move(view));
+}
+TensorT<DType::f16, "kseq", "kvh", "hd"> KvCache::values_f16(std::int64_t layer, std::int64_t n) const {
+  FUCINA_ASSERT(dtype_ == DType::f16 && n <= n_ctx_);
+  RawTensor view = v_[static_cast<std::size_t>(layer)];
+  view.shape[0] = n;
+  return TensorT<DType::f16, "kseq", "kvh", "hd">(std::move(view));
+}
+
+void KvCache::advance(std::int64_t n) {
+  reserve(n);
+  size_ += n;
+}
+
+}  // namespace fucina::model

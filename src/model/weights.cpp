@@ -1,0 +1,130 @@
+#include "fucina/model/weights.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "fucina/core/buffer.hpp"
+#include "fucina/gguf/reader.hpp"
+
+namespace fucina::model {
+
+namespace {
+
+// Resolves tensors by name, remembering every missing one so the error lists them all.
+class Loader {
+ public:
+  explicit Loader(const gguf::Reader& f) : f_(f) {}
+
+  // The tensor as a RawTensor of shape `shape` (outermost first), borrowed from the mmap.
+  // Returns an empty RawTensor when absent (recorded when required).
+  RawTensor raw(const std::string& name, std::initializer_list<std::int64_t> shape, bool required = true) {
+    const gguf::TensorInfo* t = f_.find_tensor(name);
+    if (!t) {
+      if (required) missing_.push_back(name);
+      return {};
+    }
+    const int rank = static_cast<int>(shape.size());
+    Dims want{};
+    int i = 0;
+    for (auto s : shape) want[i++] = s;
+    bool ok = static_cast<int>(t->n_dims) <= rank;
+    for (int d = 0; d < 4 && ok; ++d) {
+      const std::int64_t expect = d < rank ? want[rank - 1 - d] : 1;
+      ok = t->ne[static_cast<std::size_t>(d)] == expect;
+    }
+    FUCINA_CHECK(ok, InvalidFile, "[model] tensor '{}' has shape [{}] (ggml order), expected [{}]", name,
+                 fmt::join(t->shape(), ", "), fmt::join(std::vector<std::int64_t>(shape.begin(), shape.end()) , ", "));
+    DType dt;
+    if (t->type == gguf::GgmlType::F32) dt = DType::f32;
+    else if (t->type == gguf::GgmlType::F16) dt = DType::f16;
+    else
+      fail(ErrorCode::Unsupported, fmt::format("[model] tensor '{}' has type {}: only f32/f16 weights are supported so far",
+                                               name, gguf::to_string(t->type)));
+    const gguf::Bytes bytes = f_.tensor_data(*t);
+    RawTensor r;
+    // The mapping is read-only; inference never writes through weight tensors.
+    r.buf = borrow_buffer(const_cast<std::byte*>(bytes.data()), bytes.size());
+    r.dtype = dt;
+    r.rank = rank;
+    r.shape = want;
+    r.strides = contiguous_strides(want, rank);
+    return r;
+  }
+
+  template <TagName Out, TagName In>
+  Weight<Out, In> matrix(const std::string& name, std::int64_t out, std::int64_t in, bool required = true) {
+    RawTensor r = raw(name, {out, in}, required);
+    if (!r.buf) return {};
+    if (r.dtype == DType::f16) return Weight<Out, In>(TensorT<DType::f16, Out, In>(std::move(r)));
+    return Weight<Out, In>(TensorT<DType::f32, Out, In>(std::move(r)));
+  }
+
+  template <TagName Out, TagName In>
+  ExpertWeights<Out, In> experts(const std::string& name, std::int64_t n, std::int64_t out, std::int64_t in) {
+    RawTensor r = raw(name, {n, out, in});
+    if (!r.buf) return {};
+    if (r.dtype == DType::f16) return ExpertWeights<Out, In>(TensorT<DType::f16, "expert", Out, In>(std::move(r)));
+    return ExpertWeights<Out, In>(TensorT<DType::f32, "expert", Out, In>(std::move(r)));
+  }
+
+  template <TagName T>
+  Tensor<T> vector(Context& ctx, const std::string& name, std::int64_t n) {
+    RawTensor r = raw(name, {n});
+    if (!r.buf) return {};
+    if (r.dtype == DType::f32) return Tensor<T>(std::move(r));
+    return TensorT<DType::f16, T>(std::move(r)).template to<DType::f32>(ctx);
+  }
+
+  void finish() const {
+    FUCINA_CHECK(missing_.empty(), InvalidFile, "[model] missing {} tensor(s): {}", missing_.size(),
+                 fmt::join(missing_, ", "));
+  }
+
+ private:
+  const gguf::Reader& f_;
+  std::vector<std::string> missing_;
+};
+
+}  // namespace
+
+ModelWeights load_weights(const gguf::Reader& file, const ModelConfig& c) {
+  Context ctx({.threads = 1});  // only converts the odd f16 norm vector
+  Loader ld(file);
+  ModelWeights w;
+  w.tok_embd = ld.matrix<"vocab", "embd">("token_embd.weight", c.n_vocab, c.n_embd);
+  w.output_norm = ld.vector<"embd">(ctx, "output_norm.weight", c.n_embd);
+  w.output = ld.matrix<"vocab", "embd">("output.weight", c.n_vocab, c.n_embd, false);
+  w.tied = !w.output.defined();
+  if (w.tied) w.output = w.tok_embd;
+  FUCINA_CHECK(!file.find_tensor("rope_freqs.weight"), Unsupported, "[model] rope_freqs (Llama 3.1 RoPE scaling) is not supported yet");
+  w.layers.resize(static_cast<std::size_t>(c.n_layer));
+  for (std::int64_t l = 0; l < c.n_layer; ++l) {
+    LayerWeights& L = w.layers[static_cast<std::size_t>(l)];
+    const std::string b = fmt::format("blk.{}.", l);
+    L.attn_norm = ld.vector<"embd">(ctx, b + "attn_norm.weight", c.n_embd);
+    L.ffn_norm = ld.vector<"embd">(ctx, b + "ffn_norm.weight", c.n_embd);
+    L.wq = ld.matrix<"qd", "embd">(b + "attn_q.weight", c.q_dim(), c.n_embd);
+    L.wk = ld.matrix<"kd", "embd">(b + "attn_k.weight", c.kv_dim(), c.n_embd);
+    L.wv = ld.matrix<"kd", "embd">(b + "attn_v.weight", c.kv_dim(), c.n_embd);
+    L.wo = ld.matrix<"embd", "qd">(b + "attn_output.weight", c.n_embd, c.q_dim());
+    FUCINA_CHECK(!file.find_tensor(b + "attn_q.bias"), Unsupported, "[model] attention biases are not supported");
+    if (c.qk_norm) {
+      L.q_norm = ld.vector<"hd">(ctx, b + "attn_q_norm.weight", c.head_dim);
+      L.k_norm = ld.vector<"hd">(ctx, b + "attn_k_norm.weight", c.head_dim);
+    }
+    if (c.moe) {
+      L.router = ld.matrix<"expert", "embd">(b + "ffn_gate_inp.weight", c.n_expert, c.n_embd);
+      L.gate_exps = ld.experts<"eff", "embd">(b + "ffn_gate_exps.weight", c.n_expert, c.n_ff_exp, c.n_embd);
+      L.up_exps = ld.experts<"eff", "embd">(b + "ffn_up_exps.weight", c.n_expert, c.n_ff_exp, c.n_embd);
+      L.down_exps = ld.experts<"embd", "eff">(b + "ffn_down_exps.weight", c.n_expert, c.n_embd, c.n_ff_exp);
+    } else {
+      L.gate = ld.matrix<"ff", "embd">(b + "ffn_gate.weight", c.n_ff, c.n_embd);
+      L.up = ld.matrix<"ff", "embd">(b + "ffn_up.weight", c.n_ff, c.n_embd);
+      L.down = ld.matrix<"embd", "ff">(b + "ffn_down.weight", c.n_embd, c.n_ff);
+    }
+  }
+  ld.finish();
+  return w;
+}
+
+}  // namespace fucina::model

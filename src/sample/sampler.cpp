@@ -1,0 +1,106 @@
+#include "fucina/sample/sampler.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+#include "fucina/core/error.hpp"
+#include "fucina/core/rng.hpp"
+
+namespace fucina::sample {
+
+void validate(const SamplerConfig& c) {
+  FUCINA_CHECK(std::isfinite(c.temperature), InvalidArgument, "[sampler] temperature must be finite");
+  FUCINA_CHECK(c.top_p > 0.f, InvalidArgument, "[sampler] top-p {} must be positive (>= 1 turns it off)", c.top_p);
+  FUCINA_CHECK(c.min_p >= 0.f && c.min_p <= 1.f, InvalidArgument, "[sampler] min-p {} must be in [0, 1]", c.min_p);
+  FUCINA_CHECK(c.repeat_penalty > 0.f && std::isfinite(c.repeat_penalty), InvalidArgument,
+               "[sampler] repeat penalty {} must be positive", c.repeat_penalty);
+  FUCINA_CHECK(std::isfinite(c.presence_penalty) && std::isfinite(c.frequency_penalty), InvalidArgument,
+               "[sampler] penalties must be finite");
+  FUCINA_CHECK(c.penalty_last_n >= 0, InvalidArgument, "[sampler] penalty window {} must be >= 0", c.penalty_last_n);
+}
+
+std::int32_t argmax(std::span<const float> logits) {
+  FUCINA_CHECK(!logits.empty(), InvalidArgument, "[sampler] empty logits");
+  return static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+Sampler::Sampler(SamplerConfig config) : config_(config) { validate(config_); }
+
+void Sampler::reset() {
+  recent_.clear();
+  draws_ = 0;
+}
+
+void Sampler::accept(std::int32_t id) {
+  if (config_.penalty_last_n == 0) return;
+  recent_.push_back(id);
+  while (static_cast<std::int32_t>(recent_.size()) > config_.penalty_last_n) recent_.pop_front();
+}
+
+void Sampler::apply_penalties(std::vector<Candidate>& c) const {
+  const bool active = config_.repeat_penalty != 1.f || config_.presence_penalty != 0.f || config_.frequency_penalty != 0.f;
+  if (!active || recent_.empty()) return;
+  std::unordered_map<std::int32_t, int> count;
+  for (std::int32_t id : recent_) ++count[id];
+  for (auto [id, n] : count) {
+    if (id < 0 || static_cast<std::size_t>(id) >= c.size()) continue;
+    float& l = c[static_cast<std::size_t>(id)].logit;  // c is still indexed by id here
+    l = l > 0.f ? l / config_.repeat_penalty : l * config_.repeat_penalty;
+    l -= static_cast<float>(n) * config_.frequency_penalty + config_.presence_penalty;
+  }
+}
+
+std::int32_t Sampler::sample(std::span<const float> logits) {
+  FUCINA_CHECK(!logits.empty(), InvalidArgument, "[sampler] empty logits");
+  std::vector<Candidate>& c = work_;
+  c.resize(logits.size());
+  for (std::size_t i = 0; i < logits.size(); ++i) c[i] = {static_cast<std::int32_t>(i), logits[i]};
+  apply_penalties(c);
+  const auto by_logit = [](const Candidate& a, const Candidate& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
+  if (config_.temperature <= 0.f || config_.top_k == 1)
+    return std::min_element(c.begin(), c.end(), by_logit)->id;
+
+  // top-k, then sort what is left (descending) for top-p / min-p.
+  std::size_t n = c.size();
+  if (config_.top_k > 0 && static_cast<std::size_t>(config_.top_k) < n) {
+    n = static_cast<std::size_t>(config_.top_k);
+    std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(n), c.end(), by_logit);
+  } else {
+    std::sort(c.begin(), c.end(), by_logit);
+  }
+  c.resize(n);
+  const float max_logit = c[0].logit;
+  std::vector<float> p(n);
+  double total = 0.0;
+  for (std::size_t i = 0; i < n; ++i) total += p[i] = std::exp(c[i].logit - max_logit);
+  if (config_.top_p < 1.f) {
+    double cum = 0.0;
+    std::size_t keep = n;
+    for (std::size_t i = 0; i < n; ++i) {
+      cum += p[i] / total;
+      if (cum >= config_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    n = keep;
+  }
+  if (config_.min_p > 0.f) {
+    std::size_t keep = 1;  // p[0] is the max: p[i] / p[0] >= min_p
+    while (keep < n && p[keep] >= config_.min_p) ++keep;
+    n = keep;
+  }
+  // Temperature last: softmax(logit / T) over the survivors, then one inverse-CDF draw.
+  double sum = 0.0;
+  for (std::size_t i = 0; i < n; ++i) sum += p[i] = std::exp((c[i].logit - max_logit) / config_.temperature);
+  const double u = static_cast<double>(rng::uniform(config_.seed, draws_++)) * sum;
+  double acc = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    acc += p[i];
+    if (u < acc) return c[i].id;
+  }
+  return c[n - 1].id;
+}
+
+}  // namespace fucina::sample

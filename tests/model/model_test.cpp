@@ -1,0 +1,165 @@
+// Unit tests of the inference pieces that need no model file: the f16 dot kernels (SIMD
+// arm == scalar twin bit for bit, both == an exact double reference within rounding),
+// flash_attention_f16 vs a plain softmax reference, KV-cache limits, and GGUF loading
+// errors on small files written with our GGUF writer.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "fucina/gguf/writer.hpp"
+#include "fucina/model/flash_attention.hpp"
+#include "fucina/model/model.hpp"
+
+using namespace fucina;
+using namespace fucina::model;
+
+namespace {
+
+std::vector<Half> rand_half(std::size_t n, std::uint64_t seed) {
+  std::vector<Half> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = Half{float_to_half(rng::normal(seed, i))};
+  return v;
+}
+std::vector<float> rand_f16_exact(std::size_t n, std::uint64_t seed) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = half_to_float(float_to_half(rng::normal(seed, i)));
+  return v;
+}
+
+}  // namespace
+
+TEST(F16Dot, SimdMatchesScalarBitExact) {
+  for (std::int64_t k : {16, 32, 48, 64, 100, 192, 256, 1000}) {
+    const auto w = rand_half(static_cast<std::size_t>(k), 1 + k);
+    const auto x = rand_f16_exact(static_cast<std::size_t>(k), 100 + k);
+    for (auto order : {F16DotOrder::tiled, F16DotOrder::vec}) {
+      const float a = dot_f16(w.data(), x.data(), k, order);
+      const float b = dot_f16_scalar(w.data(), x.data(), k, order);
+      EXPECT_EQ(a, b) << "k=" << k;
+      double ref = 0;
+      for (std::int64_t i = 0; i < k; ++i) ref += double(half_to_float(w[i].bits)) * x[i];
+      EXPECT_NEAR(a, ref, 1e-5 * std::sqrt(double(k)) * 4) << "k=" << k;
+    }
+  }
+}
+
+TEST(F16Dot, RoundToF16IsNearestEven) {
+  float v[3] = {1.0f + 1.0f / 2048.f, 1.0f + 3.0f / 2048.f, -2.5e-8f};  // ties go to even; tiny -> -0
+  round_to_f16(v, 3);
+  EXPECT_EQ(v[0], 1.0f);
+  EXPECT_EQ(v[1], 1.0f + 2.0f / 1024.f);
+  EXPECT_EQ(v[2], 0.0f);
+}
+
+TEST(FlashAttention, MatchesSoftmaxReferenceWithinF16) {
+  Context ctx({.threads = 2});
+  const std::int64_t n = 3, past = 4, kvh = 2, grp = 2, hd = 16, n_kv = past + n;
+  auto q = Tensor<"seq", "kvh", "grp", "hd">::randn(ctx, {n, kvh, grp, hd}, 7);
+  auto kf = Tensor<"kseq", "kvh", "hd">::randn(ctx, {n_kv, kvh, hd}, 8);
+  auto vf = Tensor<"kseq", "kvh", "hd">::randn(ctx, {n_kv, kvh, hd}, 9);
+  auto k16 = kf.to<DType::f16>(ctx), v16 = vf.to<DType::f16>(ctx);
+  const float scale = 0.25f;
+  auto o = flash_attention_f16(ctx, q, k16, v16, past, scale);
+  // Reference: the same math in f32 over the f16 keys/values, by einsum.
+  auto keys = k16.to<DType::f32>(ctx), values = v16.to<DType::f32>(ctx);
+  auto s = mul(ctx, einsum<"kvh", "grp", "seq", "kseq">(ctx, q, keys), scale);
+  auto p = softmax<"kseq">(ctx, add(ctx, s, causal_mask<"seq", "kseq">(ctx, n, n_kv, past)));
+  auto ref = einsum<"seq", "kvh", "grp", "hd">(ctx, p, values).to_vector();
+  const auto got = o.to_vector();
+  ASSERT_EQ(got.size(), ref.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], ref[i], 5e-3) << i;
+}
+
+TEST(KvCache, FullContextIsAClearError) {
+  Context ctx({.threads = 1});
+  ModelConfig c;
+  c.n_layer = 1, c.n_head = 2, c.n_head_kv = 1, c.head_dim = 4;
+  KvCache cache(ctx, c, 4);
+  auto rows = KvCache::Rows::zeros(ctx, {3, 1, 4});
+  cache.store(ctx, 0, rows, rows);
+  cache.advance(3);
+  EXPECT_EQ(cache.size(), 3);
+  try {
+    cache.reserve(2);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("context is full"), std::string::npos);
+  }
+  EXPECT_THROW(KvCache(ctx, c, 0), Error);
+}
+
+namespace {
+
+std::vector<std::byte> tiny_file(const std::string& arch, bool drop_some) {
+  gguf::Writer w;
+  w.set_string("general.architecture", arch);
+  const std::string a = arch;
+  w.set_u32(a + ".context_length", 32);
+  w.set_u32(a + ".embedding_length", 8);
+  w.set_u32(a + ".block_count", 1);
+  w.set_u32(a + ".feed_forward_length", 16);
+  w.set_u32(a + ".attention.head_count", 2);
+  w.set_u32(a + ".attention.head_count_kv", 1);
+  w.set_u32(a + ".vocab_size", 10);
+  std::vector<std::vector<float>> keep;  // tensor bytes must outlive to_bytes()
+  auto add = [&](const std::string& name, std::vector<std::int64_t> ne) {
+    std::int64_t n = 1;
+    for (auto d : ne) n *= d;
+    keep.emplace_back(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < keep.back().size(); ++i) keep.back()[i] = 0.05f * rng::normal(keep.size(), i);
+    w.add_tensor(name, gguf::GgmlType::F32, ne, std::as_bytes(std::span<const float>(keep.back())));
+  };
+  add("token_embd.weight", {8, 10});
+  add("output_norm.weight", {8});
+  add("blk.0.attn_norm.weight", {8});
+  if (!drop_some) add("blk.0.attn_q.weight", {8, 8});
+  add("blk.0.attn_k.weight", {8, 4});
+  add("blk.0.attn_v.weight", {8, 4});
+  add("blk.0.attn_output.weight", {8, 8});
+  add("blk.0.ffn_norm.weight", {8});
+  if (!drop_some) add("blk.0.ffn_gate.weight", {8, 16});
+  add("blk.0.ffn_up.weight", {8, 16});
+  add("blk.0.ffn_down.weight", {16, 8});
+  return w.to_bytes();
+}
+
+}  // namespace
+
+TEST(ModelLoad, RunsATinyWrittenModel) {
+  auto m = Model::from_reader(gguf::Reader::parse(tiny_file("llama", false)));
+  EXPECT_EQ(m.config().n_vocab, 10);
+  EXPECT_TRUE(m.weights().tied);
+  Context ctx({.threads = 1});
+  auto cache = m.new_cache(ctx);
+  EXPECT_EQ(cache.capacity(), 32);
+  const std::int32_t ids[3] = {1, 2, 3};
+  auto logits = m.prefill(ctx, cache, ids, 2).to_vector();
+  EXPECT_EQ(logits.size(), 10u);
+  for (float v : logits) EXPECT_TRUE(std::isfinite(v));
+  const std::int32_t bad[1] = {10};
+  EXPECT_THROW(m.forward(ctx, cache, bad), Error);
+}
+
+TEST(ModelLoad, MissingTensorsAreAllListed) {
+  try {
+    Model::from_reader(gguf::Reader::parse(tiny_file("llama", true)));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(e.code(), ErrorCode::InvalidFile);
+    EXPECT_NE(msg.find("blk.0.attn_q.weight"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("blk.0.ffn_gate.weight"), std::string::npos) << msg;
+  }
+}
+
+TEST(ModelLoad, UnsupportedArchitectureIsNamed) {
+  try {
+    Model::from_reader(gguf::Reader::parse(tiny_file("gpt2", false)));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("gpt2"), std::string::npos);
+  }
+}
