@@ -1,7 +1,6 @@
 // `fucina inspect` end to end: runs the built CLI on a generated file and on a corrupt one.
 // Skips when the CLI binary has not been built in this build tree.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,27 +9,15 @@
 #include <fstream>
 #include <string>
 
+#include "support/run_cli.hpp"
 #include "fucina/gguf/writer.hpp"
 #include "sample_file.hpp"
 
 namespace fucina::gguf {
 namespace {
 
-struct CliResult {
-  int status = -1;
-  std::string output;
-};
-
-CliResult run_cli(const std::string& cmd) {
-  CliResult r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) r.output.append(buf, n);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using fucina::test::CliResult;
+using fucina::test::run_cli;
 
 class InspectCli : public ::testing::Test {
  protected:

@@ -1,7 +1,6 @@
 // `fucina quantize` end to end: output equal to the library's, usage and file errors as one
 // line with a non-zero exit. Skips when the CLI binary has not been built in this tree.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "support/run_cli.hpp"
 #include "fucina/gguf/reader.hpp"
 #include "quantize/golden_support.hpp"
 #include "quantize/synth_model.hpp"
@@ -17,21 +17,8 @@
 namespace fucina::quant {
 namespace {
 
-struct CliResult {
-  int status = -1;
-  std::string output;
-};
-
-CliResult run_cli(const std::string& cmd) {
-  CliResult r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) r.output.append(buf, n);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using fucina::test::CliResult;
+using fucina::test::run_cli;
 
 class QuantizeCli : public ::testing::Test {
  protected:

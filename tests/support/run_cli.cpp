@@ -1,0 +1,22 @@
+#include "support/run_cli.hpp"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+
+namespace fucina::test {
+
+CliResult run_cli(const std::string& cmd) {
+  CliResult r;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) r.output.append(buf, n);
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::filesystem::path cli_path() { return std::filesystem::path(FUCINA_BINARY_DIR) / "fucina"; }
+
+}  // namespace fucina::test
