@@ -1,6 +1,10 @@
 #pragma once
-// IEEE binary16 and bfloat16 storage types with round-to-nearest-even conversion from
-// f32 (NaN stays NaN, overflow goes to infinity), the same rounding ggml uses.
+// IEEE binary16 and bfloat16 storage types and their scalar conversions, bit-exact with ggml.
+//
+// Note [ggml half rounding]: f32->f16 rounds to nearest even (a branch-free scale-and-add
+// formulation), overflow goes to +-inf and every NaN becomes the quiet NaN 0x7E00 with the
+// input's sign. f32->bf16 rounds to nearest even and forces NaNs quiet by OR-ing 0x40 into
+// the truncated pattern. The reverse conversions are exact. quant/fp16.hpp builds on these.
 #include <bit>
 #include <cstdint>
 
@@ -14,50 +18,44 @@ struct BFloat16 {
 };
 
 constexpr float half_to_float(std::uint16_t h) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  const std::uint32_t exp = (h >> 10) & 0x1fu;
-  std::uint32_t man = h & 0x3ffu;
-  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (man << 13));
-  if (exp == 0) {
-    if (man == 0) return std::bit_cast<float>(sign);
-    int e = -1;  // normalise the subnormal
-    do { man <<= 1; ++e; } while ((man & 0x400u) == 0);
-    man &= 0x3ffu;
-    return std::bit_cast<float>(sign | static_cast<std::uint32_t>(112 - e) << 23 | (man << 13));
-  }
-  return std::bit_cast<float>(sign | (exp + 112) << 23 | (man << 13));
+  const std::uint32_t w = static_cast<std::uint32_t>(h) << 16;
+  const std::uint32_t sign = w & 0x80000000u;
+  const std::uint32_t two_w = w + w;
+  // Normals: move the exponent into place and rescale by 2^-112 (exact).
+  const float normalized = std::bit_cast<float>((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
+  // Subnormals: the mantissa is placed under 0.5's exponent, then 0.5 is subtracted (exact).
+  const float denormalized = std::bit_cast<float>((two_w >> 17) | (126u << 23)) - 0.5f;
+  const std::uint32_t result =
+      sign | (two_w < (1u << 27) ? std::bit_cast<std::uint32_t>(denormalized)
+                                 : std::bit_cast<std::uint32_t>(normalized));
+  return std::bit_cast<float>(result);
 }
 
 constexpr std::uint16_t float_to_half(float f) {
-  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
-  const std::uint32_t sign = (x >> 16) & 0x8000u;
-  const std::uint32_t ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
-  if (ax >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds to inf
-  if (ax < 0x38800000u) {                                                    // subnormal half
-    if (ax < 0x33000000u) return static_cast<std::uint16_t>(sign);           // rounds to 0
-    const std::uint32_t e = ax >> 23;
-    const std::uint32_t man = (ax & 0x7fffffu) | 0x800000u;
-    const std::uint32_t shift = 126 - e;  // 14..24
-    std::uint32_t r = man >> shift;
-    const std::uint32_t rem = man & ((1u << shift) - 1);
-    const std::uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (r & 1u))) ++r;
-    return static_cast<std::uint16_t>(sign | r);
-  }
-  std::uint32_t r = ax - 0x38000000u;  // rebias exponent 127 -> 15
-  r += 0xfffu + ((r >> 13) & 1u);      // round to nearest even
-  return static_cast<std::uint16_t>(sign | (r >> 13));
+  const float abs_f = std::bit_cast<float>(std::bit_cast<std::uint32_t>(f) & 0x7fffffffu);
+  // Scaling up then down lets the FPU do the round-to-nearest-even on the mantissa.
+  float base = (abs_f * 0x1.0p+112f) * 0x1.0p-110f;
+  const std::uint32_t w = std::bit_cast<std::uint32_t>(f);
+  const std::uint32_t shl1_w = w + w;
+  const std::uint32_t sign = w & 0x80000000u;
+  std::uint32_t bias = shl1_w & 0xFF000000u;
+  if (bias < 0x71000000u) bias = 0x71000000u;
+  base = std::bit_cast<float>((bias >> 1) + 0x07800000u) + base;
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(base);
+  const std::uint32_t exp_bits = (bits >> 13) & 0x00007C00u;
+  const std::uint32_t mantissa_bits = bits & 0x00000FFFu;
+  const std::uint32_t nonsign = exp_bits + mantissa_bits;
+  return static_cast<std::uint16_t>((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
 }
 
-constexpr float bf16_to_float(std::uint16_t b) {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+constexpr float bf16_to_float(std::uint16_t h) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
 }
 
 constexpr std::uint16_t float_to_bf16(float f) {
-  std::uint32_t x = std::bit_cast<std::uint32_t>(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 64u);  // quiet NaN
-  return static_cast<std::uint16_t>((x + (0x7fffu + ((x >> 16) & 1u))) >> 16);
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 64u);
+  return static_cast<std::uint16_t>((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
 }
 
 }  // namespace fucina
