@@ -11,6 +11,7 @@
 
 #include "support/run_cli.hpp"
 #include "fucina/gguf/reader.hpp"
+#include "fucina/gguf/writer.hpp"
 #include "quantize/golden_support.hpp"
 #include "quantize/synth_model.hpp"
 
@@ -51,6 +52,10 @@ TEST_F(QuantizeCli, WritesTheGoldenFile) {
   ASSERT_FALSE(want.empty());
   const auto q = gguf::Reader::open(out);
   EXPECT_EQ(test::sha256_hex(q.bytes()), want);
+  // A file llama-quantize made (same bytes) re-emits byte for byte through the GGUF writer.
+  const auto again = gguf::Writer::from_reader(q).to_bytes();
+  ASSERT_EQ(again.size(), q.bytes().size());
+  EXPECT_TRUE(std::equal(again.begin(), again.end(), q.bytes().begin()));
 }
 
 TEST_F(QuantizeCli, CopyReemitsTheInputByteForByte) {
