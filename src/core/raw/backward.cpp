@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "fucina/core/error.hpp"
@@ -64,55 +65,73 @@ RawTensor expand_axis(const RawTensor& reduced, const RawTensor& full, int axis)
 
 }  // namespace
 
+namespace {
+
+// d f(x) / dx for the unary op (y = f(x) is given for ops whose derivative uses it).
+template <UnaryOp Op>
+inline float unary_derivative(float xv, float yv, float p0, float p1) {
+  if constexpr (Op == UnaryOp::exp) return yv;
+  else if constexpr (Op == UnaryOp::log) return 1.f / xv;
+  else if constexpr (Op == UnaryOp::tanh) return 1.f - yv * yv;
+  else if constexpr (Op == UnaryOp::sigmoid) return yv * (1.f - yv);
+  else if constexpr (Op == UnaryOp::silu) {
+    const float s = 1.f / (1.f + std::exp(-xv));
+    return s * (1.f + xv * (1.f - s));
+  } else if constexpr (Op == UnaryOp::gelu) {
+    const float cdf = 0.5f * (1.f + std::erf(xv * 0.70710678118654752f));
+    return cdf + xv * 0.39894228040143268f * std::exp(-0.5f * xv * xv);
+  } else if constexpr (Op == UnaryOp::relu) return xv > 0.f ? 1.f : 0.f;
+  else if constexpr (Op == UnaryOp::sqrt) return 0.5f / yv;
+  else if constexpr (Op == UnaryOp::rsqrt) return -0.5f * yv * yv * yv;
+  else if constexpr (Op == UnaryOp::neg) return -1.f;
+  else if constexpr (Op == UnaryOp::abs) return xv > 0.f ? 1.f : (xv < 0.f ? -1.f : 0.f);
+  else if constexpr (Op == UnaryOp::square) return 2.f * xv;
+  else if constexpr (Op == UnaryOp::pow) return p0 * std::pow(xv, p0 - 1.f);
+  else if constexpr (Op == UnaryOp::clamp) return (xv >= p0 && xv <= p1) ? 1.f : 0.f;
+  else if constexpr (Op == UnaryOp::add_scalar) return 1.f;
+  else if constexpr (Op == UnaryOp::mul_scalar) return p0;
+  else return 0.f;  // step
+}
+
+// The op is a template argument so each row loop is a plain (vectorisable) loop.
+template <UnaryOp Op>
+void unary_backward_rows(ThreadPool* pool, const Layout<4>& l, const float* xs, const float* ys, const float* gs,
+                         float* out, float p0, float p1) {
+  const int r = l.rank - 1;
+  const std::int64_t so = l.strides[0][r], sx = l.strides[1][r], sy = l.strides[2][r], sg = l.strides[3][r];
+  for_each_row(pool, l, [&](const std::array<std::int64_t, 4>& off, std::int64_t n) {
+    const float *x = xs + off[1], *y = ys + off[2], *g = gs + off[3];
+    float* o = out + off[0];
+    if (so == 1 && sx == 1 && sy == 1 && sg == 1) {
+      for (std::int64_t i = 0; i < n; ++i) o[i] = g[i] * unary_derivative<Op>(x[i], y[i], p0, p1);
+    } else {
+      for (std::int64_t i = 0; i < n; ++i)
+        o[i * so] = g[i * sg] * unary_derivative<Op>(x[i * sx], y[i * sy], p0, p1);
+    }
+  });
+}
+
+using UnaryBackwardRows = void (*)(ThreadPool*, const Layout<4>&, const float*, const float*, const float*, float*,
+                                   float, float);
+
+template <std::size_t... I>
+constexpr std::array<UnaryBackwardRows, sizeof...(I)> unary_backward_table(std::index_sequence<I...>) {
+  return {&unary_backward_rows<static_cast<UnaryOp>(I)>...};
+}
+
+}  // namespace
+
 void unary_backward(Context& ctx, UnaryOp op, const RawTensor& x, const RawTensor& y, const RawTensor& gy,
                     RawTensor& gx, float p0, float p1) {
+  static constexpr auto table =
+      unary_backward_table(std::make_index_sequence<static_cast<std::size_t>(UnaryOp::step) + 1>{});
   Layout<4> l;
   l.rank = gx.rank;
   l.shape = gx.shape;
   l.strides = {gx.strides, x.strides, y.strides, gy.strides};
   l = collapse(l);
-  const int r = l.rank - 1;
-  const float* xs = x.data<float>();
-  const float* ys = y.data<float>();
-  const float* gs = gy.data<float>();
-  float* out = gx.data<float>();
-  for_each_row(&ctx.pool(), l, [&](const std::array<std::int64_t, 4>& off, std::int64_t n) {
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float xv = xs[off[1] + i * l.strides[1][r]];
-      const float yv = ys[off[2] + i * l.strides[2][r]];
-      const float g = gs[off[3] + i * l.strides[3][r]];
-      float d = 0.f;
-      switch (op) {
-        case UnaryOp::exp: d = yv; break;
-        case UnaryOp::log: d = 1.f / xv; break;
-        case UnaryOp::tanh: d = 1.f - yv * yv; break;
-        case UnaryOp::sigmoid: d = yv * (1.f - yv); break;
-        case UnaryOp::silu: {
-          const float s = 1.f / (1.f + std::exp(-xv));
-          d = s * (1.f + xv * (1.f - s));
-          break;
-        }
-        case UnaryOp::gelu: {
-          const float cdf = 0.5f * (1.f + std::erf(xv * 0.70710678118654752f));
-          const float pdf = 0.39894228040143268f * std::exp(-0.5f * xv * xv);
-          d = cdf + xv * pdf;
-          break;
-        }
-        case UnaryOp::relu: d = xv > 0.f ? 1.f : 0.f; break;
-        case UnaryOp::sqrt: d = 0.5f / yv; break;
-        case UnaryOp::rsqrt: d = -0.5f * yv * yv * yv; break;
-        case UnaryOp::neg: d = -1.f; break;
-        case UnaryOp::abs: d = xv > 0.f ? 1.f : (xv < 0.f ? -1.f : 0.f); break;
-        case UnaryOp::square: d = 2.f * xv; break;
-        case UnaryOp::pow: d = p0 * std::pow(xv, p0 - 1.f); break;
-        case UnaryOp::clamp: d = (xv >= p0 && xv <= p1) ? 1.f : 0.f; break;
-        case UnaryOp::add_scalar: d = 1.f; break;
-        case UnaryOp::mul_scalar: d = p0; break;
-        case UnaryOp::step: d = 0.f; break;
-      }
-      out[off[0] + i * l.strides[0][r]] = g * d;
-    }
-  });
+  table[static_cast<std::size_t>(op)](&ctx.pool(), l, x.data<float>(), y.data<float>(), gy.data<float>(),
+                                      gx.data<float>(), p0, p1);
 }
 
 void softmax_backward(Context& ctx, const RawTensor& y, const RawTensor& gy, int axis, bool log_space, RawTensor& gx) {
