@@ -25,6 +25,12 @@ namespace {
 // Token embeddings as f32 rows.
 Tensor<"seq", "embd"> embed(Context& ctx, const Weight<"vocab", "embd">& table, std::span<const std::int32_t> ids) {
   auto idt = TensorT<DType::i32, "seq">::from_data(ctx, {static_cast<std::int64_t>(ids.size())}, ids);
+  if (table.is_quant()) {
+    const QuantMatrix& q = table.quant();
+    auto out = Tensor<"seq", "embd">::empty(ctx, {static_cast<std::int64_t>(ids.size()), q.cols});
+    gather_quant_rows(q, ids.data(), static_cast<std::int64_t>(ids.size()), out.mutable_data().data());
+    return out;
+  }
   if (table.is_f16()) return gather<"vocab">(ctx, table.f16(), idt).to<DType::f32>(ctx);
   return gather<"vocab">(ctx, table.f32(), idt);
 }

@@ -5,6 +5,9 @@
 
 #include "fucina/core/buffer.hpp"
 #include "fucina/gguf/reader.hpp"
+#include "fucina/quant/vec_dot.hpp"
+
+#include <optional>
 
 namespace fucina::model {
 
@@ -38,8 +41,8 @@ class Loader {
     if (t->type == gguf::GgmlType::F32) dt = DType::f32;
     else if (t->type == gguf::GgmlType::F16) dt = DType::f16;
     else
-      fail(ErrorCode::Unsupported, fmt::format("[model] tensor '{}' has type {}: only f32/f16 weights are supported so far",
-                                               name, gguf::to_string(t->type)));
+      fail(ErrorCode::Unsupported, fmt::format("[model] tensor '{}' has type {}: only f32/f16 {} are supported", name,
+                                               gguf::to_string(t->type), rank == 2 ? "here" : "norms and expert stacks"));
     const gguf::Bytes bytes = f_.tensor_data(*t);
     RawTensor r;
     // The mapping is read-only; inference never writes through weight tensors.
@@ -51,8 +54,30 @@ class Loader {
     return r;
   }
 
+  // A 2-D weight in a ggml block format with a dot kernel, borrowed; nullopt otherwise.
+  std::optional<QuantMatrix> quantized(const std::string& name, std::int64_t out, std::int64_t in) {
+    const gguf::TensorInfo* t = f_.find_tensor(name);
+    if (!t || t->type == gguf::GgmlType::F32 || t->type == gguf::GgmlType::F16) return std::nullopt;
+    const auto traits = quant::find_type_traits(static_cast<std::uint32_t>(t->type));
+    if (!traits || traits->block_size <= 1 || !quant::dot_kernel(quant::best_dot_arm(), traits->type)) return std::nullopt;
+    FUCINA_CHECK(t->n_dims == 2 && t->ne[0] == in && t->ne[1] == out, InvalidFile,
+                 "[model] tensor '{}' has shape [{}] (ggml order), expected [{}, {}]", name, fmt::join(t->shape(), ", "), in, out);
+    const gguf::Bytes bytes = f_.tensor_data(*t);
+    QuantMatrix q;
+    q.owner = borrow_buffer(const_cast<std::byte*>(bytes.data()), bytes.size());
+    q.data = bytes.data();
+    q.type = traits->type;
+    q.rows = out;
+    q.cols = in;
+    q.row_bytes = quant::row_bytes(traits->type, in);
+    FUCINA_CHECK(q.row_bytes * out == static_cast<std::int64_t>(bytes.size()), InvalidFile,
+                 "[model] tensor '{}' holds {} bytes, {} rows of {} expected", name, bytes.size(), out, q.row_bytes);
+    return q;
+  }
+
   template <TagName Out, TagName In>
   Weight<Out, In> matrix(const std::string& name, std::int64_t out, std::int64_t in, bool required = true) {
+    if (auto q = quantized(name, out, in)) return Weight<Out, In>(std::move(*q));
     RawTensor r = raw(name, {out, in}, required);
     if (!r.buf) return {};
     if (r.dtype == DType::f16) return Weight<Out, In>(TensorT<DType::f16, Out, In>(std::move(r)));

@@ -11,10 +11,11 @@
 #include "fucina/fucina.hpp"
 #include "fucina/model/config.hpp"
 #include "fucina/model/f16_matmul.hpp"
+#include "fucina/model/quant_matmul.hpp"
 
 namespace fucina::model {
 
-// A [Out, In] matrix stored as f32 or f16.
+// A [Out, In] matrix stored as f32, f16 or a ggml block-quantized type.
 template <TagName Out, TagName In>
 class Weight {
  public:
@@ -23,23 +24,39 @@ class Weight {
   Weight() = default;
   explicit Weight(F32 w) : f32_(std::move(w)) {}
   explicit Weight(F16 w, F16DotOrder order = F16DotOrder::tiled) : f16_(std::move(w)), order_(order) {}
-  bool defined() const { return f32_.defined() || f16_.defined(); }
+  explicit Weight(QuantMatrix q) : q_(std::move(q)) {}
+  bool defined() const { return f32_.defined() || f16_.defined() || q_.data != nullptr; }
   bool is_f16() const { return f16_.defined(); }
+  bool is_quant() const { return q_.data != nullptr; }
+  const QuantMatrix& quant() const { return q_; }
   const F32& f32() const { return f32_; }
   const F16& f16() const { return f16_; }
-  std::int64_t rows() const { return is_f16() ? f16_.template size<Out>() : f32_.template size<Out>(); }
+  std::int64_t rows() const {
+    if (is_quant()) return q_.rows;
+    return is_f16() ? f16_.template size<Out>() : f32_.template size<Out>();
+  }
   // Which ggml summation order an f16 product follows (Note [f16 summation order]).
   F16DotOrder order() const { return order_; }
 
  private:
   F32 f32_;
   F16 f16_;
+  QuantMatrix q_;
   F16DotOrder order_ = F16DotOrder::tiled;
 };
 
 // x · Wᵀ contracting In, by name: Tensor<R, In> · Weight<Out, In> -> Tensor<R, Out>.
 template <TagName C, TagName R, TagName Out>
 Tensor<R, Out> dot(Context& ctx, const Tensor<R, C>& x, const Weight<Out, C>& w) {
+  if (w.is_quant()) {
+    const QuantMatrix& q = w.quant();
+    FUCINA_CHECK(x.template size<C>() == q.cols, ShapeMismatch, "[dot] contracted axis '{}' is {} on the left, {} on the right",
+                 C.view(), x.template size<C>(), q.cols);
+    const auto xc = contiguous(ctx, x);
+    auto y = Tensor<R, Out>::empty(ctx, {x.template size<R>(), q.rows});
+    matmul_quant(ctx.pool(), xc.data().data(), x.template size<R>(), q, y.mutable_data().data());
+    return y;
+  }
   if (!w.is_f16()) return fucina::dot<C>(ctx, x, w.f32());
   const RawTensor& wr = w.f16().raw();
   const std::int64_t k = x.template size<C>(), n = x.template size<R>(), n_out = wr.shape[0];

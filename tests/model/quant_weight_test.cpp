@@ -1,0 +1,88 @@
+// Quantized weights in inference: the matmul is exactly the ggml pairing's dot kernel over
+// int8-quantized activations, and a quantized model tracks its f32 original.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <unistd.h>
+#include <vector>
+
+#include "fucina/model/model.hpp"
+#include "fucina/model/quant_matmul.hpp"
+#include "fucina/quant/quantize_model.hpp"
+#include "fucina/quant/vec_dot.hpp"
+#include "support/shared_dir.hpp"
+
+using namespace fucina;
+
+namespace {
+
+model::QuantMatrix quantize_matrix(quant::QuantType type, const std::vector<float>& w, std::int64_t rows, std::int64_t cols,
+                                   std::vector<std::byte>& storage) {
+  const std::int64_t rb = quant::row_bytes(type, cols);
+  storage.assign(static_cast<std::size_t>(rb * rows), std::byte{0});
+  for (std::int64_t r = 0; r < rows; ++r) quant::quantize_row(type, w.data() + r * cols, storage.data() + r * rb, cols);
+  model::QuantMatrix q;
+  q.data = storage.data();
+  q.type = type;
+  q.rows = rows;
+  q.cols = cols;
+  q.row_bytes = rb;
+  return q;
+}
+
+}  // namespace
+
+TEST(QuantMatmul, EqualsThePairedDotKernelAndTracksF32) {
+  Context ctx({.threads = 2});
+  const std::int64_t rows = 40, cols = 512, n = 3;
+  const auto w = Tensor<"o", "i">::randn(ctx, {rows, cols}, 5).to_vector();
+  const auto x = Tensor<"n", "i">::randn(ctx, {n, cols}, 6).to_vector();
+  for (auto type : {quant::QuantType::Q8_0, quant::QuantType::Q4_0, quant::QuantType::Q4_K, quant::QuantType::Q6_K}) {
+    std::vector<std::byte> storage;
+    const auto q = quantize_matrix(type, w, rows, cols, storage);
+    std::vector<float> y(static_cast<std::size_t>(n * rows));
+    model::matmul_quant(ctx.pool(), x.data(), n, q, y.data());
+    const auto act_type = quant::type_traits(type).vec_dot_type;
+    const std::int64_t ab = quant::row_bytes(act_type, cols);
+    std::vector<std::byte> act(static_cast<std::size_t>(ab));
+    std::vector<float> wd(static_cast<std::size_t>(cols));
+    for (std::int64_t r = 0; r < n; ++r) {
+      quant::quantize_row_activation(act_type, x.data() + r * cols, act.data(), cols);
+      for (std::int64_t o = 0; o < rows; ++o) {
+        // Exactly the pairing's kernel on the quantized activation row.
+        EXPECT_EQ(y[static_cast<std::size_t>(r * rows + o)], quant::vec_dot(type, cols, q.row(o), act.data()));
+        // And close to the f32 product with the decoded weights (activation rounding only).
+        quant::dequantize_row(type, q.row(o), wd.data(), cols);
+        double ref = 0, mag = 0;
+        for (std::int64_t i = 0; i < cols; ++i) {
+          ref += double(x[static_cast<std::size_t>(r * cols + i)]) * wd[static_cast<std::size_t>(i)];
+          mag += std::fabs(double(x[static_cast<std::size_t>(r * cols + i)]) * wd[static_cast<std::size_t>(i)]);
+        }
+        EXPECT_NEAR(y[static_cast<std::size_t>(r * rows + o)], ref, 0.01 * mag) << quant::type_traits(type).name;
+      }
+    }
+  }
+}
+
+TEST(QuantModel, Q8_0ModelTracksItsF32Original) {
+  FUCINA_REQUIRE_SHARED(shared);
+  const auto src = shared / "models" / "tiny-llama-spm-f32.gguf";
+  const auto dst = std::filesystem::temp_directory_path() / ("fucina_q8_" + std::to_string(::getpid()) + ".gguf");
+  quant::QuantizeOptions opt;
+  opt.ftype = quant::FileType::MostlyQ8_0;
+  quant::quantize_model(src, dst, opt);
+  const auto f32 = model::Model::load(src);
+  const auto q8 = model::Model::load(dst);
+  Context ctx({.threads = 2});
+  const std::vector<std::int32_t> ids{1, 15043, 3186, 29892, 920, 526, 366};
+  auto c1 = f32.new_cache(ctx, 64);
+  auto c2 = q8.new_cache(ctx, 64);
+  const auto a = f32.prefill(ctx, c1, ids).to_vector();
+  const auto b = q8.prefill(ctx, c2, ids).to_vector();
+  std::filesystem::remove(dst);
+  double dot = 0, na = 0, nb = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) dot += double(a[i]) * b[i], na += double(a[i]) * a[i], nb += double(b[i]) * b[i];
+  EXPECT_GT(dot / std::sqrt(na * nb), 0.999);
+  EXPECT_EQ(std::max_element(a.begin(), a.end()) - a.begin(), std::max_element(b.begin(), b.end()) - b.begin());
+}
