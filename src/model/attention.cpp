@@ -19,8 +19,8 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
   auto k = split<"kd", "kvh", "hd">(dot<"embd">(ctx, h, w.wk), c.head_dim);
   auto v = split<"kd", "kvh", "hd">(dot<"embd">(ctx, h, w.wv), c.head_dim);
   if (c.qk_norm) {
-    q = mul(ctx, rms_norm_ggml<"hd">(ctx, q, c.rms_eps), w.q_norm);
-    k = mul(ctx, rms_norm_ggml<"hd">(ctx, k, c.rms_eps), w.k_norm);
+    q = mul(ctx, rms_norm<"hd">(ctx, q, c.rms_eps), w.q_norm);
+    k = mul(ctx, rms_norm<"hd">(ctx, k, c.rms_eps), w.k_norm);
   }
   q = rope_ggml<"seq", "hd">(ctx, q, positions, c.rope_base, c.rope_mode);
   k = rope_ggml<"seq", "hd">(ctx, k, positions, c.rope_base, c.rope_mode);

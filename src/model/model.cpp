@@ -55,7 +55,7 @@ Tensor<"vocab"> Model::forward(Context& ctx, KvCache& cache, std::span<const std
   }
   cache.advance(n);
   auto last = narrow<"seq">(x, n - 1, 1);  // only the last position's logits are needed
-  auto h = mul(ctx, rms_norm_ggml<"embd">(ctx, last, config_.rms_eps), weights_.output_norm);
+  auto h = mul(ctx, rms_norm<"embd">(ctx, last, config_.rms_eps), weights_.output_norm);
   return select<"seq">(dot<"embd">(ctx, h, weights_.output), 0);
 }
 

@@ -1,9 +1,8 @@
 #pragma once
-// RMSNorm and RoPE along named axes with ggml's exact arithmetic, for bit-level parity
-// with llama.cpp: a one-ulp f32 difference here can flip a later f16 rounding (Note
-// [f16 summation order] in f16_matmul.hpp) and move logits by ~1e-3.
-//  - rms_norm_ggml: squares in f32, summed in double, scale = 1 / sqrtf(mean + eps) in f32
-//    (the core rms_norm squares in double).
+// RoPE along named axes with ggml's exact arithmetic, for bit-level parity with
+// llama.cpp: a one-ulp f32 difference here can flip a later f16 rounding (Note [f16
+// summation order] in f16_matmul.hpp) and move logits by ~1e-3. (RMSNorm needs no twin:
+// the core rms_norm already squares in f32 and sums in double, as ggml does.)
 //  - rope_ggml: angles p·base^(-2i/d) by repeated f32 multiplication; the rotation as
 //    GCC contracts ggml's x0·c - x1·s and x0·s + x1·c (first product fused: one FMA each).
 #include <cmath>
@@ -12,25 +11,6 @@
 #include "fucina/fucina.hpp"
 
 namespace fucina::model {
-
-template <TagName T, FloatTensor X>
-X rms_norm_ggml(Context& ctx, const X& x_in, float eps) {
-  static_assert(X::template axis_of<T>() == static_cast<int>(X::rank) - 1, "rms_norm_ggml normalizes the last axis");
-  const X x = contiguous(ctx, x_in);
-  X out(ctx.empty(DType::f32, x.raw().rank, x.raw().shape));
-  const std::int64_t n = x.template size<T>(), rows = x.numel() / n;
-  const float* src = x.data().data();
-  float* dst = out.mutable_data().data();
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* p = src + r * n;
-    double sum = 0.0;
-    for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(p[i] * p[i]);
-    const float mean = static_cast<float>(sum / static_cast<double>(n));
-    const float scale = 1.0f / std::sqrt(mean + eps);
-    for (std::int64_t i = 0; i < n; ++i) dst[r * n + i] = p[i] * scale;
-  }
-  return out;
-}
 
 // x's axes must be (Pos, ..., Dim) with Dim last; positions index Pos.
 template <TagName Pos, TagName Dim, FloatTensor X>
