@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
 #include <immintrin.h>
@@ -80,8 +81,92 @@ float dot_f16(const Half* w, const float* x, std::int64_t k, F16DotOrder order) 
 #endif
 }
 
+namespace {
+
+#if defined(FUCINA_F16_AVX512)
+// An RM x RN tile of tiled-order dots: x rows i (f32, already f16-rounded) against w rows j
+// (f16), one 16-lane accumulator per output over k ascending, folded like dot_f16 --
+// so every output has exactly the bits of dot_f16(w_j, x_i, k, tiled) (Note [f16 summation
+// order]) while each weight vector load serves RM rows and each x load RN columns.
+template <int RM, int RN>
+void tile_tiled(const float* x, std::int64_t ldx, const Half* w, std::int64_t ldw, std::int64_t k, float* y,
+                std::int64_t ldy) {
+  __m512 acc[RM][RN];
+  for (int i = 0; i < RM; ++i)
+    for (int j = 0; j < RN; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (std::int64_t p = 0; p < k; p += 16) {
+    __m512 b[RN];
+    for (int j = 0; j < RN; ++j)
+      b[j] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + j * ldw + p)));
+    for (int i = 0; i < RM; ++i) {
+      const __m512 a = _mm512_loadu_ps(x + i * ldx + p);
+      for (int j = 0; j < RN; ++j) acc[i][j] = _mm512_fmadd_ps(b[j], a, acc[i][j]);
+    }
+  }
+  alignas(64) float lanes[16];
+  for (int i = 0; i < RM; ++i)
+    for (int j = 0; j < RN; ++j) {
+      _mm512_store_ps(lanes, acc[i][j]);
+      y[i * ldy + j] = fold16(lanes);
+    }
+}
+
+constexpr int kTileRows = 4, kTileCols = 6;
+
+template <int RM, int... RNs>
+void tile_cols(int rn, const float* x, std::int64_t ldx, const Half* w, std::int64_t ldw, std::int64_t k, float* y,
+               std::int64_t ldy, std::integer_sequence<int, RNs...>) {
+  (void)((rn == RNs + 1 ? (tile_tiled<RM, RNs + 1>(x, ldx, w, ldw, k, y, ldy), true) : false) || ...);
+}
+
+template <int... RMs>
+void tile_any(int rm, int rn, const float* x, std::int64_t ldx, const Half* w, std::int64_t ldw, std::int64_t k,
+              float* y, std::int64_t ldy, std::integer_sequence<int, RMs...>) {
+  (void)((rm == RMs + 1 ? (tile_cols<RMs + 1>(rn, x, ldx, w, ldw, k, y, ldy,
+                                              std::make_integer_sequence<int, kTileCols>{}),
+                           true)
+                        : false) ||
+         ...);
+}
+#endif
+
+// Rows [r0, r1) of x against weight rows [o0, o1), tiled order, into y.
+void block_tiled(const float* x, std::int64_t r0, std::int64_t r1, std::int64_t k, const Half* w, std::int64_t ldw,
+                 std::int64_t o0, std::int64_t o1, std::int64_t n_out, float* y) {
+#if defined(FUCINA_F16_AVX512)
+  for (std::int64_t o = o0; o < o1; o += kTileCols) {
+    const int rn = static_cast<int>(std::min<std::int64_t>(kTileCols, o1 - o));
+    for (std::int64_t r = r0; r < r1; r += kTileRows) {
+      const int rm = static_cast<int>(std::min<std::int64_t>(kTileRows, r1 - r));
+      tile_any(rm, rn, x + r * k, k, w + o * ldw, ldw, k, y + r * n_out + o, n_out,
+               std::make_integer_sequence<int, kTileRows>{});
+    }
+  }
+#else
+  for (std::int64_t o = o0; o < o1; ++o)
+    for (std::int64_t r = r0; r < r1; ++r) y[r * n_out + o] = dot_f16(w + o * ldw, x + r * k, k, F16DotOrder::tiled);
+#endif
+}
+
+}  // namespace
+
 void matmul_f16(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int64_t k, const Half* w,
                 std::int64_t w_stride, std::int64_t n_out, float* y, F16DotOrder order) {
+  if (order == F16DotOrder::tiled && k % 16 == 0) {
+    // Tasks: 64 x rows (in L2) times 48 weight rows (in L1 per 6-row tile), weight-major so
+    // a task's weights are read once per row block.
+    constexpr std::int64_t kRowBlock = 64, kOutBlock = 48;
+    const std::int64_t rb = (n_rows + kRowBlock - 1) / kRowBlock, ob = (n_out + kOutBlock - 1) / kOutBlock;
+    const std::int64_t grain = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, k * kOutBlock * std::min(n_rows, kRowBlock)));
+    pool.parallel_range(rb * ob, grain, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t t = b; t < e; ++t) {
+        const std::int64_t o0 = (t / rb) * kOutBlock, r0 = (t % rb) * kRowBlock;
+        block_tiled(x, r0, std::min(n_rows, r0 + kRowBlock), k, w, w_stride, o0, std::min(n_out, o0 + kOutBlock),
+                    n_out, y);
+      }
+    });
+    return;
+  }
   // Small jobs run inline: waking workers costs more than a few thousand MACs.
   const std::int64_t grain = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, k * n_rows));
   pool.parallel_range(n_out, grain, [&](std::int64_t b, std::int64_t e) {

@@ -37,8 +37,7 @@ Tensor<"seq", "embd"> embed(Context& ctx, const Weight<"vocab", "embd">& table, 
 
 }  // namespace
 
-Tensor<"vocab"> Model::forward(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const {
-  autograd::NoGradGuard no_grad;
+Tensor<"seq", "embd"> Model::run_layers(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const {
   const auto n = static_cast<std::int64_t>(ids.size());
   FUCINA_CHECK(n > 0, InvalidArgument, "[forward] no tokens to run");
   cache.reserve(n);
@@ -54,9 +53,24 @@ Tensor<"vocab"> Model::forward(Context& ctx, KvCache& cache, std::span<const std
     x = config_.moe ? qwen3moe_block(ctx, config_, w, cache, l, x, pos) : llama_block(ctx, config_, w, cache, l, x, pos);
   }
   cache.advance(n);
-  auto last = narrow<"seq">(x, n - 1, 1);  // only the last position's logits are needed
-  auto h = mul(ctx, rms_norm<"embd">(ctx, last, config_.rms_eps), weights_.output_norm);
-  return select<"seq">(dot<"embd">(ctx, h, weights_.output), 0);
+  return x;
+}
+
+Tensor<"seq", "vocab"> Model::head(Context& ctx, const Tensor<"seq", "embd">& x) const {
+  auto h = mul(ctx, rms_norm<"embd">(ctx, x, config_.rms_eps), weights_.output_norm);
+  return dot<"embd">(ctx, h, weights_.output);
+}
+
+Tensor<"vocab"> Model::forward(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const {
+  autograd::NoGradGuard no_grad;
+  auto x = run_layers(ctx, cache, ids);
+  const std::int64_t n = x.size<"seq">();
+  return select<"seq">(head(ctx, narrow<"seq">(x, n - 1, 1)), 0);  // only the last position's logits are needed
+}
+
+Tensor<"seq", "vocab"> Model::forward_all(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const {
+  autograd::NoGradGuard no_grad;
+  return head(ctx, run_layers(ctx, cache, ids));
 }
 
 Tensor<"vocab"> Model::prefill(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids, std::int64_t n_batch) const {

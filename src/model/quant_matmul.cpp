@@ -3,13 +3,53 @@
 #include <vector>
 
 #include "fucina/core/error.hpp"
+#include "fucina/kernels/gemm/sgemm.hpp"
+#include "fucina/quant/dequant_simd.hpp"
 #include "fucina/quant/vec_dot.hpp"
 
 namespace fucina::model {
 
+namespace {
+
+// From this many activation rows a product goes through the blocked f32 GEMM on decoded
+// weights: decoding a weight row costs about one int8 dot, and the GEMM's register tiling
+// then beats M separate dots.
+constexpr std::int64_t kGemmFromRows = 16;
+
+void decode_rows(const void* self, std::int64_t j0, std::int64_t nj, std::int64_t p0, std::int64_t kb, float* dst) {
+  const auto& w = *static_cast<const QuantMatrix*>(self);
+  const std::int64_t offset = quant::row_bytes(w.type, p0);
+  for (std::int64_t j = 0; j < nj; ++j) {
+    const std::byte* src = w.row(j0 + j) + offset;
+    if (!quant::dequantize_row_simd(w.type, src, dst + j * kb, kb)) quant::dequantize_row(w.type, src, dst + j * kb, kb);
+  }
+}
+
+// Note [Quantized GEMM]: llama.cpp quantizes the activations to the paired int8 format and
+// sums integer products per block. Decoding both sides to f32 gives the same values
+// exactly (d·q products of an f16/f32 scale and a small integer are exact in f32), so
+// this path differs from the int8 one only in f32 summation order -- and, for the Q8_1
+// pairings (Q4_1, Q5_1), in ggml's block sum term, which it keeps rounded to f16.
+void matmul_quant_gemm(ThreadPool& pool, const float* x, std::int64_t n_rows, const QuantMatrix& w, float* y,
+                       quant::QuantType act_type) {
+  const std::int64_t k = w.cols;
+  const std::int64_t act_bytes = quant::row_bytes(act_type, k);
+  std::vector<float> xq(static_cast<std::size_t>(n_rows * k));
+  pool.parallel_for(n_rows, [&](std::int64_t r) {
+    std::vector<std::byte> act(static_cast<std::size_t>(act_bytes));
+    quant::quantize_row_activation(act_type, x + r * k, act.data(), k);
+    quant::dequantize_row(act_type, act.data(), xq.data() + r * k, k);
+  });
+  kernels::GemmArgs g{.m = n_rows, .n = w.rows, .k = k, .a = xq.data(), .a_rs = k, .c = y, .c_rs = w.rows};
+  kernels::sgemm_rows(g, {.rows = decode_rows, .self = &w, .k_align = quant::type_traits(w.type).block_size}, &pool);
+}
+
+}  // namespace
+
 void matmul_quant(ThreadPool& pool, const float* x, std::int64_t n_rows, const QuantMatrix& w, float* y) {
   const auto& traits = quant::type_traits(w.type);
   const quant::QuantType act_type = traits.vec_dot_type;
+  if (n_rows >= kGemmFromRows) return matmul_quant_gemm(pool, x, n_rows, w, y, act_type);
   const std::int64_t k = w.cols;
   const std::int64_t act_bytes = quant::row_bytes(act_type, k);
   std::vector<std::byte> act(static_cast<std::size_t>(act_bytes * n_rows));

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -121,6 +122,28 @@ void check_shape(int64_t batch, int64_t m, int64_t n, int64_t k, const Layout& l
   expect_close(p, got, want, describe(batch, m, n, k, l));
   const auto scalar = run(p, [&](const GemmArgs& g) { gemm::sgemm_arm<arch::scalar>(g, pool); });
   expect_close(p, scalar, want, "scalar arm " + describe(batch, m, n, k, l));
+}
+
+// B decoded row by row (RowSource): k blocks honour k_align, partial tiles on every side.
+TEST(Sgemm, RowSourceMatchesReference) {
+  struct Rows {
+    const std::vector<float>* w;  // [n, k]
+    int64_t k;
+    static void rows(const void* self, int64_t j0, int64_t nj, int64_t p0, int64_t kb, float* dst) {
+      const auto& r = *static_cast<const Rows*>(self);
+      EXPECT_EQ(p0 % 32, 0);
+      for (int64_t j = 0; j < nj; ++j)
+        for (int64_t p = 0; p < kb; ++p) dst[j * kb + p] = (*r.w)[static_cast<size_t>((j0 + j) * r.k + p0 + p)];
+    }
+  };
+  ThreadPool pool(2);
+  for (auto [m, n, k] : {std::array<int64_t, 3>{20, 70, 96}, {50, 33, 800}, {3, 5, 32}}) {
+    Problem p = make_problem(1, m, n, k, Layout{.trans_b = true}, static_cast<std::uint32_t>(m + n + k));
+    const auto want = run(p, [](const GemmArgs& g) { sgemm_reference(g); });
+    Rows src{&p.b, k};
+    const auto got = run(p, [&](const GemmArgs& g) { sgemm_rows(g, {.rows = Rows::rows, .self = &src, .k_align = 32}, &pool); });
+    expect_close(p, got, want, "rows " + describe(1, m, n, k, Layout{.trans_b = true}));
+  }
 }
 
 TEST(Sgemm, SmallShapesAllLayouts) {

@@ -4,6 +4,7 @@
 // errors on small files written with our GGUF writer.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -40,6 +41,25 @@ TEST(F16Dot, SimdMatchesScalarBitExact) {
       double ref = 0;
       for (std::int64_t i = 0; i < k; ++i) ref += double(half_to_float(w[i].bits)) * x[i];
       EXPECT_NEAR(a, ref, 1e-5 * std::sqrt(double(k)) * 4) << "k=" << k;
+    }
+  }
+}
+
+// The register-tiled matmul must give every output the exact bits of the tiled dot, for
+// shapes that leave partial tiles on both sides and for any thread count.
+TEST(F16Dot, TiledMatmulMatchesDotBitExact) {
+  for (auto [n, k, n_out] : {std::array<std::int64_t, 3>{1, 64, 13}, {3, 32, 7}, {7, 128, 50}, {70, 48, 97}}) {
+    const auto w = rand_half(static_cast<std::size_t>(n_out * k), 11 + n);
+    const auto x = rand_f16_exact(static_cast<std::size_t>(n * k), 12 + n);
+    for (int threads : {1, 2}) {
+      ThreadPool pool(threads);
+      std::vector<float> y(static_cast<std::size_t>(n * n_out), -1.f);
+      matmul_f16(pool, x.data(), n, k, w.data(), k, n_out, y.data(), F16DotOrder::tiled);
+      for (std::int64_t r = 0; r < n; ++r)
+        for (std::int64_t o = 0; o < n_out; ++o)
+          ASSERT_EQ(y[static_cast<std::size_t>(r * n_out + o)],
+                    dot_f16_scalar(w.data() + o * k, x.data() + r * k, k, F16DotOrder::tiled))
+              << "n=" << n << " k=" << k << " n_out=" << n_out << " r=" << r << " o=" << o;
     }
   }
 }

@@ -65,6 +65,37 @@ TEST(QuantMatmul, EqualsThePairedDotKernelAndTracksF32) {
   }
 }
 
+// Many activation rows take the GEMM path (Note [Quantized GEMM]): it must equal the int8
+// pairing's dot up to f32 summation order, for every format family and partial tiles.
+TEST(QuantMatmul, GemmPathMatchesTheDotKernel) {
+  Context ctx({.threads = 2});
+  const std::int64_t rows = 70, cols = 512, n = 37;
+  const auto w = Tensor<"o", "i">::randn(ctx, {rows, cols}, 7).to_vector();
+  const auto x = Tensor<"n", "i">::randn(ctx, {n, cols}, 8).to_vector();
+  for (auto type : {quant::QuantType::Q8_0, quant::QuantType::Q4_0, quant::QuantType::Q4_1, quant::QuantType::Q5_1,
+                    quant::QuantType::Q2_K, quant::QuantType::Q4_K, quant::QuantType::Q6_K, quant::QuantType::IQ4_NL}) {
+    std::vector<std::byte> storage;
+    const auto q = quantize_matrix(type, w, rows, cols, storage);
+    std::vector<float> y(static_cast<std::size_t>(n * rows));
+    model::matmul_quant(ctx.pool(), x.data(), n, q, y.data());
+    const auto act_type = quant::type_traits(type).vec_dot_type;
+    std::vector<std::byte> act(static_cast<std::size_t>(quant::row_bytes(act_type, cols)));
+    std::vector<float> wd(static_cast<std::size_t>(cols));
+    for (std::int64_t r = 0; r < n; ++r) {
+      quant::quantize_row_activation(act_type, x.data() + r * cols, act.data(), cols);
+      for (std::int64_t o = 0; o < rows; ++o) {
+        quant::dequantize_row(type, q.row(o), wd.data(), cols);
+        double mag = 0;
+        for (std::int64_t i = 0; i < cols; ++i) mag += std::fabs(double(x[static_cast<std::size_t>(r * cols + i)]) * wd[static_cast<std::size_t>(i)]);
+        // Q8_1 pairings (Q4_1, Q5_1) also differ by the block sum ggml keeps in f16.
+        const double tol = (act_type == quant::QuantType::Q8_1 ? 1e-3 : 2e-6) * mag;
+        ASSERT_NEAR(y[static_cast<std::size_t>(r * rows + o)], quant::vec_dot(type, cols, q.row(o), act.data()), tol)
+            << quant::type_traits(type).name << " r=" << r << " o=" << o;
+      }
+    }
+  }
+}
+
 TEST(QuantModel, Q8_0ModelTracksItsF32Original) {
   FUCINA_REQUIRE_SHARED(shared);
   const auto src = shared / "models" / "tiny-llama-spm-f32.gguf";

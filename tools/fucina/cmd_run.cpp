@@ -3,13 +3,13 @@
 #include <fmt/core.h>
 
 #include <chrono>
-#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "command.hpp"
 #include "fucina/model/model.hpp"
 #include "fucina/sample/sampler.hpp"
@@ -19,6 +19,7 @@
 namespace {
 
 using fucina::cli::UsageError;
+using fucina::cli::parse_num;
 namespace tk = fucina::tokenizer;
 
 constexpr std::string_view usage =
@@ -49,31 +50,12 @@ constexpr std::string_view no_model =
     "fucina run: no model given.\n"
     "usage: fucina run MODEL.gguf -p PROMPT   (fucina run --help for options)\n"
     "Models: any llama / qwen3 / qwen3moe GGUF with f32 or f16 weights, e.g. from Hugging Face\n"
-    "(Qwen/Qwen3-0.6B-GGUF, TinyLlama GGUFs). The repository's tests use tiny random-weight\n"
-    "models of those architectures, in ../shared/models:\n"
-    "  tiny-llama-spm-f32.gguf, tiny-qwen3-f16.gguf, tiny-qwen3moe-f16.gguf\n"
-    "(made by ../shared/models/synth_gguf.py; their text is gibberish by design).\n";
-
-template <class T>
-T parse_num(std::string_view flag, const std::string& s) {
-  T v{};
-  const char* end = s.data() + s.size();
-  std::from_chars_result r;
-  if constexpr (std::is_floating_point_v<T>) {
-    try {
-      std::size_t used = 0;
-      v = static_cast<T>(std::stod(s, &used));
-      r.ptr = s.data() + used;
-      r.ec = std::errc{};
-    } catch (...) {
-      r.ec = std::errc::invalid_argument;
-    }
-  } else {
-    r = std::from_chars(s.data(), end, v);
-  }
-  if (r.ec != std::errc{} || r.ptr != end) throw UsageError{fmt::format("{}: '{}' is not a valid number", flag, s)};
-  return v;
-}
+    "(Qwen/Qwen3-0.6B-GGUF, TinyLlama GGUFs).\n"
+    "No model at hand? Make a tiny random-weight one of a real architecture (its text is\n"
+    "gibberish by design; see fucina synth --help for the shapes and --vocab to copy a\n"
+    "real tokenizer):\n"
+    "  fucina synth tiny.gguf --arch qwen3 --hidden 256 --layers 4 --heads 4 --kv-heads 2 --ffn 768 --dtype f16 \\\n"
+    "    && fucina run tiny.gguf -p \"Hello\"\n";
 
 struct Options {
   std::string model, prompt, prompt_file, dump_logits;

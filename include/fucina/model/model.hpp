@@ -31,11 +31,15 @@ class Model {
   KvCache new_cache(Context& ctx, std::int64_t n_ctx = 0, DType dtype = DType::f16) const;
 
   Tensor<"vocab"> forward(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const;
+  // Logits of every position of ids (teacher forcing, perplexity, parity work).
+  Tensor<"seq", "vocab"> forward_all(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const;
   Tensor<"vocab"> prefill(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids,
                           std::int64_t n_batch = 512) const;
 
  private:
   explicit Model(gguf::Reader file);
+  Tensor<"seq", "embd"> run_layers(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const;
+  Tensor<"seq", "vocab"> head(Context& ctx, const Tensor<"seq", "embd">& x) const;
   gguf::Reader file_;
   ModelConfig config_;
   ModelWeights weights_;

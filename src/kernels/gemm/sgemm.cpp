@@ -61,7 +61,7 @@ class AlignedBuffer {
 };
 
 struct Workspace {
-  AlignedBuffer a, b, tile;
+  AlignedBuffer a, b, tile, rows;
 };
 thread_local Workspace t_workspace;
 
@@ -82,17 +82,39 @@ int64_t k_block(int64_t k) {
   return ceil_div(k, blocks);
 }
 
+// Packs B of batch bi from memory (pack_b).
+struct MemoryB {
+  template <int NR>
+  void pack(const GemmArgs& g, int64_t bi, int64_t pc, int64_t kb, int64_t jc, int64_t nb, float* dst) const {
+    pack_b<NR>(g.b + bi * g.b_bs + pc * g.b_rs + jc * g.b_cs, g.b_rs, g.b_cs, kb, nb, dst);
+  }
+};
+
+// Packs B from a RowSource: NR decoded rows at a time, transposed into the panel.
+struct DecodedB {
+  const RowSource* src;
+  template <int NR>
+  void pack(const GemmArgs&, int64_t, int64_t pc, int64_t kb, int64_t jc, int64_t nb, float* dst) const {
+    float* rows = t_workspace.rows.get(NR * kb);
+    for (int64_t j0 = 0; j0 < nb; j0 += NR, dst += NR * kb) {
+      const int64_t nj = std::min<int64_t>(NR, nb - j0);
+      src->rows(src->self, jc + j0, nj, pc, kb, rows);
+      pack_b<NR>(rows, 1, kb, kb, nj, dst);
+    }
+  }
+};
+
 // One task of the blocked path: C[bi, m0:m1, n0:n1] over the whole k.
-template <class Arch>
-void blocked_tile(const GemmArgs& g, int64_t bi, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+template <class Arch, class BSource = MemoryB>
+void blocked_tile(const GemmArgs& g, int64_t bi, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                  const BSource& bsrc = {}, int64_t k_align = 1) {
   using MK = MicroKernel<Arch>;
   using Blk = Blocking<Arch>;
   constexpr int MR = MK::mr;
   constexpr int NR = MK::nr;
   const float* A = g.a + bi * g.a_bs;
-  const float* B = g.b + bi * g.b_bs;
   float* C = g.c + bi * g.c_bs;
-  const int64_t kcb = k_block<Arch>(g.k);
+  const int64_t kcb = round_up(k_block<Arch>(g.k), k_align);
   Workspace& ws = t_workspace;
   float* abuf = ws.a.get(round_up(std::min(Blk::mc, m1 - m0), MR) * kcb);
   float* bbuf = ws.b.get(round_up(std::min(Blk::nc, n1 - n0), NR) * kcb);
@@ -103,7 +125,7 @@ void blocked_tile(const GemmArgs& g, int64_t bi, int64_t m0, int64_t m1, int64_t
     for (int64_t pc = 0; pc < g.k; pc += kcb) {
       const int64_t kb = std::min(kcb, g.k - pc);
       const bool add = g.accumulate || pc > 0;
-      pack_b<NR>(B + pc * g.b_rs + jc * g.b_cs, g.b_rs, g.b_cs, kb, nb, bbuf);
+      bsrc.template pack<NR>(g, bi, pc, kb, jc, nb, bbuf);
       for (int64_t ic = m0; ic < m1; ic += Blk::mc) {
         const int64_t mb = std::min(Blk::mc, m1 - ic);
         pack_a<MR>(A + ic * g.a_rs + pc * g.a_cs, g.a_rs, g.a_cs, mb, kb, abuf);
@@ -290,8 +312,8 @@ void run_gemv(const GemmArgs& g, ThreadPool* pool, int threads) {
   else for (int64_t t = 0; t < tasks; ++t) task(t);
 }
 
-template <class Arch>
-void run_blocked(const GemmArgs& g, ThreadPool* pool, int threads) {
+template <class Arch, class BSource = MemoryB>
+void run_blocked(const GemmArgs& g, ThreadPool* pool, int threads, const BSource& bsrc = {}, int64_t k_align = 1) {
   constexpr int64_t MR = MicroKernel<Arch>::mr, NR = MicroKernel<Arch>::nr;
   // Split each matrix into about 2 tasks per thread, cutting the longer side first so
   // tiles stay square-ish (packing cost ~ (mt + nt) * k per task).
@@ -311,7 +333,8 @@ void run_blocked(const GemmArgs& g, ThreadPool* pool, int threads) {
   auto task = [&](int64_t t) {
     const int64_t bi = t / (gm * gn), r = t % (gm * gn);
     const int64_t i = r / gn, j = r % gn;
-    blocked_tile<Arch>(g, bi, i * mt, std::min(g.m, (i + 1) * mt), j * nt, std::min(g.n, (j + 1) * nt));
+    blocked_tile<Arch>(g, bi, i * mt, std::min(g.m, (i + 1) * mt), j * nt, std::min(g.n, (j + 1) * nt), bsrc,
+                       k_align);
   };
   const int64_t tasks = g.batch * gm * gn;
   if (threads > 1 && tasks > 1) pool->parallel_for(tasks, task);
@@ -355,6 +378,23 @@ void sgemm_arm(const GemmArgs& args, ThreadPool* pool) {
   run_blocked<Arch>(args, pool, threads);
 }
 
+template <class Arch>
+void sgemm_rows_arm(const GemmArgs& args, const RowSource& b, ThreadPool* pool) {
+  FUCINA_CHECK(args.batch == 1, InvalidArgument, "[sgemm_rows] batch must be 1, got {}", args.batch);
+  FUCINA_CHECK(b.rows != nullptr && b.k_align >= 1, InvalidArgument, "[sgemm_rows] no row decoder");
+  GemmArgs g = args;
+  g.b = nullptr;
+  validate(GemmArgs{.batch = 1, .m = g.m, .n = g.n, .k = g.k, .a = g.a, .b = g.a, .c = g.c});
+  if (g.m == 0 || g.n == 0) return;
+  if (g.k == 0) {
+    if (!g.accumulate) zero_c(g);
+    return;
+  }
+  const double work = static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
+  const int threads = (pool != nullptr && work >= kParallelMinWork) ? pool->size() : 1;
+  run_blocked<Arch>(g, pool, threads, DecodedB{&b}, b.k_align);
+}
+
 // One instantiation per compiled micro-kernel arm (compiled_microkernel_arms).
 template void sgemm_arm<arch::scalar>(const GemmArgs&, ThreadPool*);
 #if !defined(FUCINA_SCALAR) && defined(__AVX2__) && defined(__FMA__)
@@ -371,6 +411,10 @@ template void sgemm_arm<arch::neon>(const GemmArgs&, ThreadPool*);
 
 void sgemm(const GemmArgs& args, ThreadPool* pool) {
   gemm::sgemm_arm<gemm::simd_arm_t<arch::best_arch>>(args, pool);
+}
+
+void sgemm_rows(const GemmArgs& args, const RowSource& b, ThreadPool* pool) {
+  gemm::sgemm_rows_arm<gemm::simd_arm_t<arch::best_arch>>(args, b, pool);
 }
 
 void sgemm_reference(const GemmArgs& g) {

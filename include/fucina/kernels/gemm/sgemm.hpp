@@ -25,6 +25,20 @@ struct GemmArgs {
   bool accumulate = false;
 };
 
+// B given as rows of a decoder instead of memory: B(p, j) = row j of an [n, k] matrix that
+// rows() decodes on demand (f16 conversion, block dequantization). The blocked driver asks
+// for each k block once per task, so every weight row is decoded once per product when
+// the rows of C fit one task. k blocks start at multiples of k_align (a quant block).
+struct RowSource {
+  // dst[j * kb + p] = B(p0 + p, j0 + j) for j < nj, p < kb.
+  void (*rows)(const void* self, std::int64_t j0, std::int64_t nj, std::int64_t p0, std::int64_t kb, float* dst);
+  const void* self = nullptr;
+  std::int64_t k_align = 1;
+};
+
+// C = A * B with B from a RowSource (args.b and its strides are ignored; batch must be 1).
+void sgemm_rows(const GemmArgs& args, const RowSource& b, ThreadPool* pool);
+
 // Best compiled arm; pool may be null (serial). Throws fucina::Error(InvalidArgument) on
 // negative sizes or null pointers with a non-empty operand.
 void sgemm(const GemmArgs& args, ThreadPool* pool);

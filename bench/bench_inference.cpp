@@ -1,0 +1,153 @@
+// The hot kernels of inference, each with its roofline:
+//   stream/read          the machine's read bandwidth (the tg roofline), GB/s
+//   gemv/<type>          one activation row x a weight matrix bigger than L3 (decode), GB/s of weights
+//   gemm/<type>          512 activation rows x a 1024 x 3072 weight (prefill), GFLOP/s;
+//                        the roofline is gemm/f32 (the f32 micro-kernel the decoded weights feed)
+//   attention/decode     flash attention of 1 query over 512 cached f16 positions, 16 heads x 128
+//   rmsnorm              [512, 1024] f32, GB/s (read + write)
+// Threads: the Context default (all cores). Run: build/release/bench/bench_inference.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "fucina/fucina.hpp"
+#include "fucina/kernels/gemm/sgemm.hpp"
+#include "fucina/model/f16_matmul.hpp"
+#include "fucina/model/flash_attention.hpp"
+#include "fucina/model/quant_matmul.hpp"
+#include "fucina/quant/traits.hpp"
+
+namespace {
+
+using namespace fucina;
+using fucina::quant::QuantType;
+
+Context& ctx() {
+  static Context c;
+  return c;
+}
+
+std::vector<float> noise(std::int64_t n, std::uint64_t seed) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = rng::normal(seed, static_cast<std::uint64_t>(i));
+  return v;
+}
+
+// A weight matrix in one storage type: f32, f16 or a quant type.
+struct Matrix {
+  QuantType type;
+  std::int64_t rows, cols;
+  std::vector<std::byte> bytes;
+  model::QuantMatrix q;
+
+  Matrix(QuantType t, std::int64_t r, std::int64_t c) : type(t), rows(r), cols(c) {
+    const std::int64_t rb = quant::row_bytes(t, c);
+    bytes.resize(static_cast<std::size_t>(rb * r));
+    ctx().pool().parallel_for(r, [&](std::int64_t i) {
+      const auto row = noise(c, 100 + static_cast<std::uint64_t>(i));
+      quant::quantize_row(t, row.data(), bytes.data() + i * rb, c);
+    });
+    q.data = bytes.data();
+    q.type = t;
+    q.rows = r;
+    q.cols = c;
+    q.row_bytes = rb;
+  }
+  void multiply(const float* x, std::int64_t n, float* y) const {
+    if (type == QuantType::F16) {
+      model::matmul_f16(ctx().pool(), x, n, cols, reinterpret_cast<const Half*>(bytes.data()), cols, rows, y,
+                        model::F16DotOrder::tiled);
+    } else if (type == QuantType::F32) {
+      kernels::GemmArgs g{.m = n, .n = rows, .k = cols, .a = x, .a_rs = cols,
+                          .b = reinterpret_cast<const float*>(bytes.data()), .b_rs = 1, .b_cs = cols, .c = y,
+                          .c_rs = rows};
+      kernels::sgemm(g, &ctx().pool());
+    } else {
+      model::matmul_quant(ctx().pool(), x, n, q, y);
+    }
+  }
+};
+
+void bench_stream(benchmark::State& state) {
+  const std::int64_t n = std::int64_t{1} << 27;  // 512 MiB of f32
+  std::vector<float> a(static_cast<std::size_t>(n), 1.0f);
+  std::vector<float> part(static_cast<std::size_t>(ctx().threads()), 0.f);
+  for (auto _ : state) {
+    ctx().pool().parallel_range(n, n / ctx().threads(), [&](std::int64_t b, std::int64_t e) {
+      float s = 0;
+      for (std::int64_t i = b; i < e; ++i) s += a[static_cast<std::size_t>(i)];
+      part[static_cast<std::size_t>(b * ctx().threads() / n)] = s;
+    });
+    benchmark::DoNotOptimize(part.data());
+  }
+  state.SetBytesProcessed(state.iterations() * n * 4);
+}
+
+void bench_gemv(benchmark::State& state, QuantType t) {
+  const Matrix w(t, 8192, 8192);  // >= 37 MB in every format: past the 32 MiB L3
+  const auto x = noise(w.cols, 1);
+  std::vector<float> y(static_cast<std::size_t>(w.rows));
+  for (auto _ : state) {
+    w.multiply(x.data(), 1, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(w.bytes.size()));
+}
+
+void bench_gemm(benchmark::State& state, QuantType t) {
+  const std::int64_t m = 512;
+  const Matrix w(t, 3072, 1024);
+  const auto x = noise(m * w.cols, 2);
+  std::vector<float> y(static_cast<std::size_t>(m * w.rows));
+  for (auto _ : state) {
+    w.multiply(x.data(), m, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m * w.rows * w.cols),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+
+void bench_attention_decode(benchmark::State& state) {
+  const std::int64_t n_kv = 512, kvh = 8, grp = 2, hd = 128;
+  auto q = Tensor<"seq", "kvh", "grp", "hd">::randn(ctx(), {1, kvh, grp, hd}, 3);
+  auto k = Tensor<"kseq", "kvh", "hd">::randn(ctx(), {n_kv, kvh, hd}, 4).to<DType::f16>(ctx());
+  auto v = Tensor<"kseq", "kvh", "hd">::randn(ctx(), {n_kv, kvh, hd}, 5).to<DType::f16>(ctx());
+  for (auto _ : state) {
+    auto o = model::flash_attention_f16(ctx(), q, k, v, n_kv - 1, 1.f / std::sqrt(float(hd)));
+    benchmark::DoNotOptimize(o.data().data());
+  }
+  // Reads K and V once (f16), 4 flops per (head, position, dim).
+  state.SetBytesProcessed(state.iterations() * 2 * n_kv * kvh * hd * 2);
+  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * static_cast<double>(kvh * grp * n_kv * hd),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+
+void bench_rmsnorm(benchmark::State& state) {
+  auto x = Tensor<"seq", "embd">::randn(ctx(), {512, 1024}, 6);
+  for (auto _ : state) {
+    auto y = rms_norm<"embd">(ctx(), x, 1e-6f);
+    benchmark::DoNotOptimize(y.data().data());
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * 512 * 1024 * 4);
+}
+
+const int kRegistered = [] {
+  benchmark::RegisterBenchmark("stream/read", bench_stream)->UseRealTime()->Unit(benchmark::kMillisecond);
+  for (QuantType t : {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_K,
+                      QuantType::Q6_K}) {
+    const std::string name(quant::type_traits(t).name);
+    benchmark::RegisterBenchmark(("gemv/" + name).c_str(), bench_gemv, t)->UseRealTime()->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("gemm/" + name).c_str(), bench_gemm, t)->UseRealTime()->Unit(benchmark::kMillisecond);
+  }
+  benchmark::RegisterBenchmark("attention/decode", bench_attention_decode)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("rmsnorm", bench_rmsnorm)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  return 0;
+}();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,52 @@
+#pragma once
+// Strict command-line value parsing shared by the subcommands: a value must be a whole
+// number (or float) with nothing left over, else a UsageError naming the flag.
+#include <fmt/core.h>
+
+#include <charconv>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "command.hpp"
+
+namespace fucina::cli {
+
+template <class T>
+T parse_num(std::string_view flag, const std::string& s) {
+  T v{};
+  const char* end = s.data() + s.size();
+  std::from_chars_result r;
+  if constexpr (std::is_floating_point_v<T>) {
+    try {
+      std::size_t used = 0;
+      v = static_cast<T>(std::stod(s, &used));
+      r.ptr = s.data() + used;
+      r.ec = std::errc{};
+    } catch (...) {
+      r.ec = std::errc::invalid_argument;
+    }
+  } else {
+    r = std::from_chars(s.data(), end, v);
+  }
+  if (r.ec != std::errc{} || r.ptr != end || s.empty())
+    throw UsageError{fmt::format("{}: '{}' is not a valid number", flag, s)};
+  return v;
+}
+
+// "1,2,3" -> {1, 2, 3}, each element parsed strictly.
+template <class T>
+std::vector<T> parse_list(std::string_view flag, const std::string& s) {
+  std::vector<T> out;
+  std::size_t b = 0;
+  while (true) {
+    const std::size_t e = s.find(',', b);
+    out.push_back(parse_num<T>(flag, s.substr(b, e == std::string::npos ? std::string::npos : e - b)));
+    if (e == std::string::npos) break;
+    b = e + 1;
+  }
+  return out;
+}
+
+}  // namespace fucina::cli

@@ -1,0 +1,248 @@
+// fucina bench: prompt-processing (pp) and token-generation (tg) speed, measured the way
+// llama-bench measures it, so the two tables can be compared line by line.
+//
+// Note [Bench protocol]: a pp test runs N random token ids from an empty cache in batches
+// of -b; a tg test decodes N tokens one at a time from an empty cache, feeding each
+// generated id back. One untimed warm-up run precedes the -r timed repetitions (as
+// llama-bench does), and tokens/s is averaged over repetitions with its sample stdev.
+#include <fmt/core.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "args.hpp"
+#include "command.hpp"
+#include "fucina/core/rng.hpp"
+#include "fucina/model/model.hpp"
+#include "fucina/quant/quantize_model.hpp"
+
+namespace {
+
+using fucina::cli::parse_list;
+using fucina::cli::parse_num;
+using fucina::cli::UsageError;
+
+constexpr std::string_view usage =
+    "usage: fucina bench MODEL.gguf [options]   (several models: -m A -m B)\n"
+    "  -m, --model FILE         model to measure (repeatable)\n"
+    "  -p, --n-prompt N[,N..]   prompt-processing tests (default 512; 0 = none)\n"
+    "  -n, --n-gen N[,N..]      token-generation tests (default 128; 0 = none)\n"
+    "  -r, --repetitions R      timed repetitions per test (default 5)\n"
+    "  -t, --threads N[,N..]    worker threads (default: all cores)\n"
+    "  -b, --batch N            prompt batch size (default 512)\n"
+    "  --kv-type f16|f32        KV cache element type (default f16)\n"
+    "  --no-warmup              skip the untimed warm-up run\n"
+    "  -o, --output md|json     output format (default md)\n";
+
+struct Options {
+  std::vector<std::string> models;
+  std::vector<std::int64_t> n_prompt{512}, n_gen{128};
+  std::vector<int> threads;
+  int reps = 5;
+  std::int64_t batch = 512;
+  bool warmup = true, json = false;
+  fucina::DType kv = fucina::DType::f16;
+};
+
+Options parse(std::span<char* const> args) {
+  Options o;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    const auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw UsageError{fmt::format("{} needs a value", a)};
+      return args[++i];
+    };
+    if (a == "-m" || a == "--model") o.models.push_back(value());
+    else if (a == "-p" || a == "--n-prompt") o.n_prompt = parse_list<std::int64_t>(a, value());
+    else if (a == "-n" || a == "--n-gen") o.n_gen = parse_list<std::int64_t>(a, value());
+    else if (a == "-r" || a == "--repetitions") o.reps = parse_num<int>(a, value());
+    else if (a == "-t" || a == "--threads") o.threads = parse_list<int>(a, value());
+    else if (a == "-b" || a == "--batch") o.batch = parse_num<std::int64_t>(a, value());
+    else if (a == "--no-warmup") o.warmup = false;
+    else if (a == "-o" || a == "--output") {
+      const std::string f = value();
+      if (f != "md" && f != "json") throw UsageError{fmt::format("--output must be md or json, not '{}'", f)};
+      o.json = f == "json";
+    } else if (a == "--kv-type") {
+      const std::string t = value();
+      if (t == "f16") o.kv = fucina::DType::f16;
+      else if (t == "f32") o.kv = fucina::DType::f32;
+      else throw UsageError{fmt::format("--kv-type must be f16 or f32, not '{}'", t)};
+    } else if (a.size() > 1 && a[0] == '-') throw UsageError{fmt::format("unknown option '{}' (see fucina bench --help)", a)};
+    else o.models.emplace_back(a);
+  }
+  if (o.reps < 1) throw UsageError{fmt::format("--repetitions must be at least 1, got {}", o.reps)};
+  if (o.batch < 1) throw UsageError{fmt::format("--batch must be at least 1, got {}", o.batch)};
+  for (auto n : o.n_prompt)
+    if (n < 0) throw UsageError{fmt::format("-p must be >= 0, got {}", n)};
+  for (auto n : o.n_gen)
+    if (n < 0) throw UsageError{fmt::format("-n must be >= 0, got {}", n)};
+  for (int t : o.threads)
+    if (t < 1) throw UsageError{fmt::format("--threads must be at least 1, got {}", t)};
+  if (o.threads.empty()) o.threads.push_back(0);
+  return o;
+}
+
+struct Record {
+  std::string model_filename, model_type;
+  std::uint64_t model_size = 0, model_n_params = 0;
+  int n_threads = 0;
+  std::int64_t n_prompt = 0, n_gen = 0, n_batch = 0;
+  std::vector<double> samples_ns;
+  double avg_ts = 0, stddev_ts = 0;
+};
+
+// Mean and sample standard deviation of tokens/s over the repetitions.
+void summarize(Record& r) {
+  const double n_tok = static_cast<double>(r.n_prompt + r.n_gen);
+  std::vector<double> ts;
+  for (double ns : r.samples_ns) ts.push_back(n_tok * 1e9 / ns);
+  double mean = 0;
+  for (double v : ts) mean += v;
+  mean /= static_cast<double>(ts.size());
+  double var = 0;
+  for (double v : ts) var += (v - mean) * (v - mean);
+  r.avg_ts = mean;
+  r.stddev_ts = ts.size() > 1 ? std::sqrt(var / static_cast<double>(ts.size() - 1)) : 0.0;
+}
+
+std::vector<std::int32_t> random_ids(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i)
+    ids[static_cast<std::size_t>(i)] =
+        static_cast<std::int32_t>(fucina::rng::splitmix64(seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(i)) %
+                                  static_cast<std::uint64_t>(vocab));
+  return ids;
+}
+
+// One timed run of a test; returns nanoseconds.
+double run_once(const fucina::model::Model& model, fucina::Context& ctx, const Options& o, std::int64_t n_prompt,
+                std::int64_t n_gen, std::uint64_t seed) {
+  const std::int64_t vocab = model.config().n_vocab;
+  auto cache = model.new_cache(ctx, std::max<std::int64_t>(n_prompt + n_gen, 1), o.kv);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (n_prompt > 0) {
+    const auto ids = random_ids(n_prompt, vocab, seed);
+    (void)model.prefill(ctx, cache, ids, o.batch);
+  } else {
+    std::int32_t next = random_ids(1, vocab, seed)[0];
+    for (std::int64_t i = 0; i < n_gen; ++i) {
+      const std::int32_t one[1] = {next};
+      auto logits = model.forward(ctx, cache, one);
+      next = static_cast<std::int32_t>(argmax<"vocab">(ctx, logits).item());
+    }
+  }
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::uint64_t n_params(const fucina::gguf::Reader& f) {
+  std::uint64_t n = 0;
+  for (const auto& t : f.tensors()) {
+    std::uint64_t e = 1;
+    for (auto d : t.shape()) e *= static_cast<std::uint64_t>(d);
+    n += e;
+  }
+  return n;
+}
+
+// "F16", "Q4_K_M", ... from general.file_type, as llama-bench names a model.
+std::string file_type_name(const fucina::gguf::Reader& f) {
+  if (!f.contains("general.file_type")) return "?";
+  const auto ft = static_cast<fucina::quant::FileType>(f.get_u32("general.file_type"));
+  if (ft == fucina::quant::FileType::AllF32) return "F32";
+  for (const auto& t : fucina::quant::quantize_targets())
+    if (t.ftype == ft && !t.copy_only) return std::string(t.name);
+  return fmt::format("ftype {}", static_cast<std::uint32_t>(ft));
+}
+
+void print_md(const std::vector<Record>& recs) {
+  fmt::print("| model | size | params | threads | test | t/s |\n| --- | ---: | ---: | ---: | ---: | ---: |\n");
+  for (const auto& r : recs) {
+    const std::string test = r.n_prompt > 0 ? fmt::format("pp{}", r.n_prompt) : fmt::format("tg{}", r.n_gen);
+    fmt::print("| {} | {:.2f} MiB | {:.2f} M | {} | {} | {:.2f} ± {:.2f} |\n", r.model_type,
+               static_cast<double>(r.model_size) / (1024.0 * 1024.0), static_cast<double>(r.model_n_params) / 1e6,
+               r.n_threads, test, r.avg_ts, r.stddev_ts);
+  }
+}
+
+void print_json(const std::vector<Record>& recs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : recs) {
+    std::vector<double> ts;
+    for (double ns : r.samples_ns) ts.push_back(static_cast<double>(r.n_prompt + r.n_gen) * 1e9 / ns);
+    double avg_ns = 0;
+    for (double ns : r.samples_ns) avg_ns += ns;
+    avg_ns /= static_cast<double>(r.samples_ns.size());
+    out.push_back({{"model_filename", r.model_filename},
+                   {"model_type", r.model_type},
+                   {"model_size", r.model_size},
+                   {"model_n_params", r.model_n_params},
+                   {"n_batch", r.n_batch},
+                   {"n_threads", r.n_threads},
+                   {"n_prompt", r.n_prompt},
+                   {"n_gen", r.n_gen},
+                   {"avg_ns", static_cast<std::uint64_t>(avg_ns)},
+                   {"avg_ts", r.avg_ts},
+                   {"stddev_ts", r.stddev_ts},
+                   {"samples_ns", r.samples_ns},
+                   {"samples_ts", ts}});
+  }
+  fmt::print("{}\n", out.dump(2));
+}
+
+int bench_main(std::span<char* const> args) {
+  for (const char* a : args)
+    if (std::string_view(a) == "-h" || std::string_view(a) == "--help") {
+      fmt::print("{}", usage);
+      return 0;
+    }
+  const Options o = parse(args);
+  if (o.models.empty()) throw UsageError{"no model given (fucina bench MODEL.gguf; see --help)"};
+  std::vector<Record> recs;
+  for (const auto& path : o.models) {
+    const auto model = fucina::model::Model::load(path);
+    const auto& cfg = model.config();
+    for (int threads : o.threads) {
+      fucina::Context ctx({.threads = threads});
+      std::vector<std::pair<std::int64_t, std::int64_t>> tests;
+      for (auto n : o.n_prompt)
+        if (n > 0) tests.emplace_back(n, 0);
+      for (auto n : o.n_gen)
+        if (n > 0) tests.emplace_back(0, n);
+      for (const auto& [np, ng] : tests) {
+        if (np + ng > cfg.n_ctx_train)
+          fmt::print(stderr, "fucina bench: note: {} tokens exceed the model's training context {}\n", np + ng,
+                     cfg.n_ctx_train);
+        Record r;
+        r.model_filename = path;
+        r.model_type = fmt::format("{} {}", fucina::model::arch_name(cfg.arch), file_type_name(model.file()));
+        r.model_size = static_cast<std::uint64_t>(std::filesystem::file_size(path));
+        r.model_n_params = n_params(model.file());
+        r.n_threads = ctx.threads();
+        r.n_prompt = np;
+        r.n_gen = ng;
+        r.n_batch = o.batch;
+        if (o.warmup) (void)run_once(model, ctx, o, np, ng, 0);
+        for (int rep = 0; rep < o.reps; ++rep)
+          r.samples_ns.push_back(run_once(model, ctx, o, np, ng, static_cast<std::uint64_t>(rep) + 1));
+        summarize(r);
+        fmt::print(stderr, "fucina bench: {} {} {}: {:.2f} ± {:.2f} t/s\n", path, np > 0 ? "pp" : "tg", np > 0 ? np : ng,
+                   r.avg_ts, r.stddev_ts);
+        recs.push_back(std::move(r));
+      }
+    }
+  }
+  if (o.json) print_json(recs);
+  else print_md(recs);
+  return 0;
+}
+
+const fucina::cli::Command reg{"bench", "measure prompt and generation speed like llama-bench (-o md|json)", bench_main};
+
+}  // namespace
