@@ -110,7 +110,11 @@ Reader Reader::open(const std::filesystem::path& path) {
   Reader r;
   r.bytes_ = Bytes(static_cast<const std::byte*>(map->addr), map->size);
   r.owner_ = map;
-  r.parse_all();
+  try {
+    r.parse_all();
+  } catch (const Error& e) {  // name the file: the parser only knows byte offsets
+    throw Error(e.code(), fmt::format("'{}': {}", path.string(), e.what()));
+  }
   return r;
 }
 

@@ -10,11 +10,20 @@
 
 namespace fucina::model {
 
-Model::Model(gguf::Reader file)
-    : file_(std::move(file)), config_(read_config(file_)), weights_(load_weights(file_, config_)) {}
+namespace {
+ModelConfig with_options(ModelConfig c, const LoadOptions& o) {
+  c.fast_prefill = o.fast_prefill;
+  return c;
+}
+}  // namespace
 
-Model Model::load(const std::filesystem::path& path) { return Model(gguf::Reader::open(path)); }
-Model Model::from_reader(gguf::Reader file) { return Model(std::move(file)); }
+Model::Model(gguf::Reader file, const LoadOptions& options)
+    : file_(std::move(file)), config_(with_options(read_config(file_), options)), weights_(load_weights(file_, config_)) {}
+
+Model Model::load(const std::filesystem::path& path, const LoadOptions& options) {
+  return Model(gguf::Reader::open(path), options);
+}
+Model Model::from_reader(gguf::Reader file, const LoadOptions& options) { return Model(std::move(file), options); }
 
 KvCache Model::new_cache(Context& ctx, std::int64_t n_ctx, DType dtype) const {
   return KvCache(ctx, config_, n_ctx > 0 ? n_ctx : config_.n_ctx_train, dtype);
@@ -37,7 +46,8 @@ Tensor<"seq", "embd"> embed(Context& ctx, const Weight<"vocab", "embd">& table, 
 
 }  // namespace
 
-Tensor<"seq", "embd"> Model::run_layers(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const {
+Tensor<"seq", "embd"> Model::run_layers(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids,
+                                        bool last_only) const {
   const auto n = static_cast<std::int64_t>(ids.size());
   FUCINA_CHECK(n > 0, InvalidArgument, "[forward] no tokens to run");
   cache.reserve(n);
@@ -50,7 +60,9 @@ Tensor<"seq", "embd"> Model::run_layers(Context& ctx, KvCache& cache, std::span<
   auto x = embed(ctx, weights_.tok_embd, ids);
   for (std::int64_t l = 0; l < config_.n_layer; ++l) {
     const LayerWeights& w = weights_.layers[static_cast<std::size_t>(l)];
-    x = config_.moe ? qwen3moe_block(ctx, config_, w, cache, l, x, pos) : llama_block(ctx, config_, w, cache, l, x, pos);
+    const bool prune = last_only && l + 1 == config_.n_layer;
+    x = config_.moe ? qwen3moe_block(ctx, config_, w, cache, l, x, pos, prune)
+                    : llama_block(ctx, config_, w, cache, l, x, pos, prune);
   }
   cache.advance(n);
   return x;
@@ -63,14 +75,13 @@ Tensor<"seq", "vocab"> Model::head(Context& ctx, const Tensor<"seq", "embd">& x)
 
 Tensor<"vocab"> Model::forward(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const {
   autograd::NoGradGuard no_grad;
-  auto x = run_layers(ctx, cache, ids);
-  const std::int64_t n = x.size<"seq">();
-  return select<"seq">(head(ctx, narrow<"seq">(x, n - 1, 1)), 0);  // only the last position's logits are needed
+  auto x = run_layers(ctx, cache, ids, true);  // only the last position's logits are needed
+  return select<"seq">(head(ctx, x), 0);
 }
 
 Tensor<"seq", "vocab"> Model::forward_all(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const {
   autograd::NoGradGuard no_grad;
-  return head(ctx, run_layers(ctx, cache, ids));
+  return head(ctx, run_layers(ctx, cache, ids, false));
 }
 
 Tensor<"vocab"> Model::prefill(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids, std::int64_t n_batch) const {

@@ -1,19 +1,26 @@
 #include "fucina/model/quant_matmul.hpp"
 
+#include <bit>
+#include <cmath>
 #include <vector>
+
+#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "fucina/core/error.hpp"
 #include "fucina/kernels/gemm/sgemm.hpp"
 #include "fucina/quant/dequant_simd.hpp"
+#include "fucina/quant/fp16.hpp"
 #include "fucina/quant/vec_dot.hpp"
 
 namespace fucina::model {
 
 namespace {
 
-// From this many activation rows a product goes through the blocked f32 GEMM on decoded
-// weights: decoding a weight row costs about one int8 dot, and the GEMM's register tiling
-// then beats M separate dots.
+// From this many activation rows a fast_prefill product goes through the blocked f32 GEMM
+// on decoded weights: decoding a weight row costs about one int8 dot, and the GEMM's
+// register tiling then beats M separate dots.
 constexpr std::int64_t kGemmFromRows = 16;
 
 void decode_rows(const void* self, std::int64_t j0, std::int64_t nj, std::int64_t p0, std::int64_t kb, float* dst) {
@@ -29,7 +36,11 @@ void decode_rows(const void* self, std::int64_t j0, std::int64_t nj, std::int64_
 // sums integer products per block. Decoding both sides to f32 gives the same values
 // exactly (d·q products of an f16/f32 scale and a small integer are exact in f32), so
 // this path differs from the int8 one only in f32 summation order -- and, for the Q8_1
-// pairings (Q4_1, Q5_1), in ggml's block sum term, which it keeps rounded to f16.
+// pairings (Q4_1, Q5_1), in ggml's block sum term, which it keeps rounded to f16. Those
+// last-bit differences flip later int8/f16 roundings, and on random-weight models with
+// near-tied logits that costs 1-7 of 128 teacher-forced top-1 matches against llama.cpp
+// (the int8 path: 0-1). So it is opt-in (`--fast-prefill`, LoadOptions::fast_prefill):
+// parity first, speed second.
 void matmul_quant_gemm(ThreadPool& pool, const float* x, std::int64_t n_rows, const QuantMatrix& w, float* y,
                        quant::QuantType act_type) {
   const std::int64_t k = w.cols;
@@ -44,12 +55,52 @@ void matmul_quant_gemm(ThreadPool& pool, const float* x, std::int64_t n_rows, co
   kernels::sgemm_rows(g, {.rows = decode_rows, .self = &w, .k_align = quant::type_traits(w.type).block_size}, &pool);
 }
 
+// BF16 weights: ggml rounds the activations to bf16 too (vec_dot_type BF16); both sides
+// are then exact in f32, summed here in f32 (ggml's vdpbf16ps sums pairs first, so the
+// last bits can differ). One row: a streaming dot per output; more: the blocked GEMM.
+float dot_bf16(const std::uint16_t* w, const float* x, std::int64_t k) {
+  std::int64_t i = 0;
+  float s = 0.f;
+#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+  __m512 acc = _mm512_setzero_ps();
+  for (; i + 16 <= k; i += 16) {
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i)));
+    acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(h, 16)), _mm512_loadu_ps(x + i), acc);
+  }
+  s = _mm512_reduce_add_ps(acc);
+#endif
+  for (; i < k; ++i) s = std::fma(std::bit_cast<float>(static_cast<std::uint32_t>(w[i]) << 16), x[i], s);
+  return s;
+}
+
+void matmul_bf16(ThreadPool& pool, const float* x, std::int64_t n_rows, const QuantMatrix& w, float* y) {
+  const std::int64_t k = w.cols;
+  std::vector<float> xq(static_cast<std::size_t>(n_rows * k));
+  std::vector<quant::bf16_bits> tmp(static_cast<std::size_t>(k));
+  for (std::int64_t r = 0; r < n_rows; ++r) {
+    quant::fp32_to_bf16_row(x + r * k, tmp.data(), k);  // ggml's rounding (nearest even, NaN kept)
+    quant::bf16_to_fp32_row(tmp.data(), xq.data() + r * k, k);
+  }
+  if (n_rows >= kGemmFromRows) {
+    kernels::GemmArgs g{.m = n_rows, .n = w.rows, .k = k, .a = xq.data(), .a_rs = k, .c = y, .c_rs = w.rows};
+    kernels::sgemm_rows(g, {.rows = decode_rows, .self = &w, .k_align = 1}, &pool);
+    return;
+  }
+  pool.parallel_range(w.rows, 16, [&](std::int64_t o0, std::int64_t o1) {
+    for (std::int64_t o = o0; o < o1; ++o) {
+      const auto* wr = reinterpret_cast<const std::uint16_t*>(w.row(o));
+      for (std::int64_t r = 0; r < n_rows; ++r) y[r * w.rows + o] = dot_bf16(wr, xq.data() + r * k, k);
+    }
+  });
+}
+
 }  // namespace
 
 void matmul_quant(ThreadPool& pool, const float* x, std::int64_t n_rows, const QuantMatrix& w, float* y) {
+  if (w.type == quant::QuantType::BF16) return matmul_bf16(pool, x, n_rows, w, y);
   const auto& traits = quant::type_traits(w.type);
   const quant::QuantType act_type = traits.vec_dot_type;
-  if (n_rows >= kGemmFromRows) return matmul_quant_gemm(pool, x, n_rows, w, y, act_type);
+  if (w.fast_prefill && n_rows >= kGemmFromRows) return matmul_quant_gemm(pool, x, n_rows, w, y, act_type);
   const std::int64_t k = w.cols;
   const std::int64_t act_bytes = quant::row_bytes(act_type, k);
   std::vector<std::byte> act(static_cast<std::size_t>(act_bytes * n_rows));

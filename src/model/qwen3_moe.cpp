@@ -47,9 +47,10 @@ Tensor<"seq", "embd"> moe_ffn(Context& ctx, const ModelConfig& c, const LayerWei
 
 Tensor<"seq", "embd"> qwen3moe_block(Context& ctx, const ModelConfig& c, const LayerWeights& w, KvCache& cache,
                                      std::int64_t layer, const Tensor<"seq", "embd">& x,
-                                     std::span<const std::int32_t> positions) {
+                                     std::span<const std::int32_t> positions, bool last_row_only) {
   auto h = mul(ctx, rms_norm<"embd">(ctx, x, c.rms_eps), w.attn_norm);
   auto x2 = add(ctx, x, attention(ctx, c, w, cache, layer, h, positions));
+  if (last_row_only) x2 = contiguous(ctx, narrow<"seq">(x2, x2.size<"seq">() - 1, 1));  // as llama_block
   auto h2 = mul(ctx, rms_norm<"embd">(ctx, x2, c.rms_eps), w.ffn_norm);
   return add(ctx, x2, moe_ffn(ctx, c, w, h2));
 }

@@ -16,7 +16,7 @@ namespace {
 // Resolves tensors by name, remembering every missing one so the error lists them all.
 class Loader {
  public:
-  explicit Loader(const gguf::Reader& f) : f_(f) {}
+  Loader(const gguf::Reader& f, bool fast_prefill) : f_(f), fast_prefill_(fast_prefill) {}
 
   // The tensor as a RawTensor of shape `shape` (outermost first), borrowed from the mmap.
   // Returns an empty RawTensor when absent (recorded when required).
@@ -54,30 +54,37 @@ class Loader {
     return r;
   }
 
-  // A 2-D weight in a ggml block format with a dot kernel, borrowed; nullopt otherwise.
-  std::optional<QuantMatrix> quantized(const std::string& name, std::int64_t out, std::int64_t in) {
+  // A weight in a ggml block format with a dot kernel, borrowed, as one QuantMatrix of
+  // n * out rows (n experts stacked; n = 0 for a plain 2-D matrix); nullopt for f32/f16
+  // (or when absent).
+  std::optional<QuantMatrix> quantized_rows(const std::string& name, std::int64_t n, std::int64_t out, std::int64_t in) {
     const gguf::TensorInfo* t = f_.find_tensor(name);
     if (!t || t->type == gguf::GgmlType::F32 || t->type == gguf::GgmlType::F16) return std::nullopt;
     const auto traits = quant::find_type_traits(static_cast<std::uint32_t>(t->type));
-    if (!traits || traits->block_size <= 1 || !quant::dot_kernel(quant::best_dot_arm(), traits->type)) return std::nullopt;
-    FUCINA_CHECK(t->n_dims == 2 && t->ne[0] == in && t->ne[1] == out, InvalidFile,
-                 "[model] tensor '{}' has shape [{}] (ggml order), expected [{}, {}]", name, fmt::join(t->shape(), ", "), in, out);
+    const bool bf16 = t->type == gguf::GgmlType::BF16;  // read by matmul_quant's bf16 arm
+    if (!traits || (!bf16 && (traits->block_size <= 1 || !quant::dot_kernel(quant::best_dot_arm(), traits->type))))
+      return std::nullopt;
+    const bool shape_ok = n == 0 ? t->n_dims == 2 && t->ne[0] == in && t->ne[1] == out
+                                 : t->n_dims == 3 && t->ne[0] == in && t->ne[1] == out && t->ne[2] == n;
+    FUCINA_CHECK(shape_ok, InvalidFile, "[model] tensor '{}' has shape [{}] (ggml order), expected [{}, {}{}]", name,
+                 fmt::join(t->shape(), ", "), in, out, n == 0 ? std::string() : fmt::format(", {}", n));
     const gguf::Bytes bytes = f_.tensor_data(*t);
     QuantMatrix q;
     q.owner = borrow_buffer(const_cast<std::byte*>(bytes.data()), bytes.size());
     q.data = bytes.data();
     q.type = traits->type;
-    q.rows = out;
+    q.rows = std::max<std::int64_t>(n, 1) * out;
     q.cols = in;
     q.row_bytes = quant::row_bytes(traits->type, in);
-    FUCINA_CHECK(q.row_bytes * out == static_cast<std::int64_t>(bytes.size()), InvalidFile,
-                 "[model] tensor '{}' holds {} bytes, {} rows of {} expected", name, bytes.size(), out, q.row_bytes);
+    q.fast_prefill = fast_prefill_;
+    FUCINA_CHECK(q.row_bytes * q.rows == static_cast<std::int64_t>(bytes.size()), InvalidFile,
+                 "[model] tensor '{}' holds {} bytes, {} rows of {} expected", name, bytes.size(), q.rows, q.row_bytes);
     return q;
   }
 
   template <TagName Out, TagName In>
   Weight<Out, In> matrix(const std::string& name, std::int64_t out, std::int64_t in, bool required = true) {
-    if (auto q = quantized(name, out, in)) return Weight<Out, In>(std::move(*q));
+    if (auto q = quantized_rows(name, 0, out, in)) return Weight<Out, In>(std::move(*q));
     RawTensor r = raw(name, {out, in}, required);
     if (!r.buf) return {};
     if (r.dtype == DType::f16) return Weight<Out, In>(TensorT<DType::f16, Out, In>(std::move(r)));
@@ -86,6 +93,7 @@ class Loader {
 
   template <TagName Out, TagName In>
   ExpertWeights<Out, In> experts(const std::string& name, std::int64_t n, std::int64_t out, std::int64_t in) {
+    if (auto q = quantized_rows(name, n, out, in)) return ExpertWeights<Out, In>(std::move(*q), n);
     RawTensor r = raw(name, {n, out, in});
     if (!r.buf) return {};
     if (r.dtype == DType::f16) return ExpertWeights<Out, In>(TensorT<DType::f16, "expert", Out, In>(std::move(r)));
@@ -107,6 +115,7 @@ class Loader {
 
  private:
   const gguf::Reader& f_;
+  bool fast_prefill_ = false;
   std::vector<std::string> missing_;
 };
 
@@ -114,7 +123,7 @@ class Loader {
 
 ModelWeights load_weights(const gguf::Reader& file, const ModelConfig& c) {
   Context ctx({.threads = 1});  // only converts the odd f16 norm vector
-  Loader ld(file);
+  Loader ld(file, c.fast_prefill);
   ModelWeights w;
   w.tok_embd = ld.matrix<"vocab", "embd">("token_embd.weight", c.n_vocab, c.n_embd);
   w.output_norm = ld.vector<"embd">(ctx, "output_norm.weight", c.n_embd);

@@ -65,7 +65,7 @@ TEST(QuantMatmul, EqualsThePairedDotKernelAndTracksF32) {
   }
 }
 
-// Many activation rows take the GEMM path (Note [Quantized GEMM]): it must equal the int8
+// With fast_prefill, many activation rows take the GEMM path (Note [Quantized GEMM]): it must equal the int8
 // pairing's dot up to f32 summation order, for every format family and partial tiles.
 TEST(QuantMatmul, GemmPathMatchesTheDotKernel) {
   Context ctx({.threads = 2});
@@ -75,7 +75,8 @@ TEST(QuantMatmul, GemmPathMatchesTheDotKernel) {
   for (auto type : {quant::QuantType::Q8_0, quant::QuantType::Q4_0, quant::QuantType::Q4_1, quant::QuantType::Q5_1,
                     quant::QuantType::Q2_K, quant::QuantType::Q4_K, quant::QuantType::Q6_K, quant::QuantType::IQ4_NL}) {
     std::vector<std::byte> storage;
-    const auto q = quantize_matrix(type, w, rows, cols, storage);
+    auto q = quantize_matrix(type, w, rows, cols, storage);
+    q.fast_prefill = true;
     std::vector<float> y(static_cast<std::size_t>(n * rows));
     model::matmul_quant(ctx.pool(), x.data(), n, q, y.data());
     const auto act_type = quant::type_traits(type).vec_dot_type;

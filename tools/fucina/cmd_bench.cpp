@@ -38,6 +38,7 @@ constexpr std::string_view usage =
     "  -b, --batch N            prompt batch size (default 512)\n"
     "  --kv-type f16|f32        KV cache element type (default f16)\n"
     "  --no-warmup              skip the untimed warm-up run\n"
+    "  --fast-prefill           quantized prompts through the f32 GEMM (not bit-exact)\n"
     "  -o, --output md|json     output format (default md)\n";
 
 struct Options {
@@ -46,7 +47,7 @@ struct Options {
   std::vector<int> threads;
   int reps = 5;
   std::int64_t batch = 512;
-  bool warmup = true, json = false;
+  bool warmup = true, json = false, fast_prefill = false;
   fucina::DType kv = fucina::DType::f16;
 };
 
@@ -65,6 +66,7 @@ Options parse(std::span<char* const> args) {
     else if (a == "-t" || a == "--threads") o.threads = parse_list<int>(a, value());
     else if (a == "-b" || a == "--batch") o.batch = parse_num<std::int64_t>(a, value());
     else if (a == "--no-warmup") o.warmup = false;
+    else if (a == "--fast-prefill") o.fast_prefill = true;
     else if (a == "-o" || a == "--output") {
       const std::string f = value();
       if (f != "md" && f != "json") throw UsageError{fmt::format("--output must be md or json, not '{}'", f)};
@@ -206,7 +208,7 @@ int bench_main(std::span<char* const> args) {
   if (o.models.empty()) throw UsageError{"no model given (fucina bench MODEL.gguf; see --help)"};
   std::vector<Record> recs;
   for (const auto& path : o.models) {
-    const auto model = fucina::model::Model::load(path);
+    const auto model = fucina::model::Model::load(path, {.fast_prefill = o.fast_prefill});
     const auto& cfg = model.config();
     for (int threads : o.threads) {
       fucina::Context ctx({.threads = threads});

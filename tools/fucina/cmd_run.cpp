@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "fucina/model/model.hpp"
 #include "fucina/sample/sampler.hpp"
 #include "fucina/sample/stop.hpp"
+#include "fucina/tokenizer/chat_template.hpp"
 #include "fucina/tokenizer/tokenizer.hpp"
 
 namespace {
@@ -44,7 +47,14 @@ constexpr std::string_view usage =
     "  --kv-type f16|f32        KV cache element type (default f16)\n"
     "  --dump-logits FILE       write the last prompt position's logits (little-endian f32)\n"
     "  --echo                   print the prompt before the completion\n"
-    "  --no-parse-special       treat special-token text in the prompt as plain text\n";
+    "  --no-parse-special       treat special-token text in the prompt as plain text\n"
+    "  --fast-prefill           quantized prompts through the f32 GEMM: faster, not bit-exact\n"
+    "                           with llama.cpp\n"
+    "  --chat                   apply the model's chat template (ChatML when it has none);\n"
+    "                           -p is the user message\n"
+    "  --system TEXT            system message for --chat and -i\n"
+    "  -i, --interactive        chat loop: read user messages from stdin (one per line;\n"
+    "                           end a line with \\ to continue it; EOF or /exit ends)\n";
 
 constexpr std::string_view no_model =
     "fucina run: no model given.\n"
@@ -59,7 +69,9 @@ constexpr std::string_view no_model =
 
 struct Options {
   std::string model, prompt, prompt_file, dump_logits;
+  std::string system;
   bool have_prompt = false, echo = false, parse_special = true, ignore_eos = false;
+  bool chat = false, interactive = false, fast_prefill = false;
   std::int64_t n_predict = 128, ctx = 0, batch = 512;
   int threads = 0;
   bool have_seed = false;
@@ -97,6 +109,10 @@ Options parse(std::span<char* const> args) {
     else if (a == "--dump-logits") o.dump_logits = value();
     else if (a == "--echo") o.echo = true;
     else if (a == "--no-parse-special") o.parse_special = false;
+    else if (a == "--chat") o.chat = true;
+    else if (a == "--fast-prefill") o.fast_prefill = true;
+    else if (a == "--system") o.system = value();
+    else if (a == "-i" || a == "--interactive") o.interactive = true;
     else if (a == "--kv-type") {
       const std::string t = value();
       if (t == "f16") o.kv = fucina::DType::f16;
@@ -121,6 +137,160 @@ void write_out(std::string_view s) {
   std::fflush(stdout);
 }
 
+using clock_type = std::chrono::steady_clock;
+double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+
+// One loaded model with its cache, sampler and the text the cache holds.
+struct Session {
+  const Options& o;
+  const fucina::model::Model& model;
+  const tk::Tokenizer& tok;
+  fucina::Context& ctx;
+  fucina::model::KvCache cache;
+  fucina::sample::Sampler sampler;
+  std::vector<float> logits;
+  std::string fed;  // the text whose tokens the cache holds (chat modes)
+
+  // Appends ids to the cache and keeps the last logits; returns seconds spent.
+  double feed(const std::vector<std::int32_t>& ids) {
+    if (cache.size() + static_cast<std::int64_t>(ids.size()) >= cache.capacity())
+      throw fucina::Error(fucina::ErrorCode::InvalidArgument,
+                          fmt::format("the prompt needs {} more tokens, the context has {} of {} left (raise --ctx)",
+                                      ids.size(), cache.capacity() - cache.size(), cache.capacity()));
+    for (auto id : ids) sampler.accept(id);
+    const auto t0 = clock_type::now();
+    logits = model.prefill(ctx, cache, ids, o.batch).to_vector();
+    return seconds_since(t0);
+  }
+
+  struct Result {
+    std::string text, reason;
+    std::int64_t n = 0;
+    double seconds = 0;
+  };
+
+  // Samples up to `limit` tokens, streaming text to stdout; the cache ends holding every
+  // generated token except a final end-of-generation one.
+  Result generate(std::int64_t limit) {
+    tk::StreamDecoder detok(tok);
+    fucina::sample::StopMatcher stop(o.stops);
+    Result r;
+    r.reason = "length";
+    const auto t0 = clock_type::now();
+    const auto emit = [&](const std::string& piece) {
+      r.text += piece;
+      write_out(piece);
+    };
+    while (r.n < limit) {
+      const std::int32_t next = sampler.sample(logits);
+      sampler.accept(next);
+      ++r.n;
+      if (!o.ignore_eos && tok.is_eog(next)) {
+        r.reason = "eos";
+        break;
+      }
+      emit(stop.push(detok.push(next)));
+      if (stop.stopped()) {
+        r.reason = "stop string";
+        break;
+      }
+      if (r.n == limit) break;
+      if (cache.size() >= cache.capacity()) {
+        r.reason = "context full";
+        break;
+      }
+      const std::int32_t one[1] = {next};
+      logits = model.forward(ctx, cache, one).to_vector();
+    }
+    if (!stop.stopped()) emit(stop.push(detok.flush()) + stop.flush());
+    r.seconds = seconds_since(t0);
+    fed += r.text;
+    return r;
+  }
+};
+
+void print_speed(std::size_t n_prompt, double t_prompt, const Session::Result& g) {
+  fmt::print(stderr,
+             "\nfucina run: prompt {} tokens in {:.1f} ms ({:.1f} tok/s); generated {} tokens in {:.1f} ms ({:.1f} tok/s); "
+             "stop: {}\n",
+             n_prompt, t_prompt * 1e3, t_prompt > 0 ? static_cast<double>(n_prompt) / t_prompt : 0.0, g.n, g.seconds * 1e3,
+             g.seconds > 0 ? static_cast<double>(g.n) / g.seconds : 0.0, g.reason);
+}
+
+// The conversation rendered with the model's template (Note [llama.cpp chat rendering]).
+std::string render_chat(const Session& s, const std::vector<tk::ChatMessage>& messages, bool add_generation_prompt) {
+  const auto tmpl = tk::chat_template_of(s.model.file());
+  const auto text = [&](tk::TokenId id) { return id >= 0 ? s.tok.token_text(id) : std::string(); };
+  tk::ChatTemplateOptions opt{.add_generation_prompt = add_generation_prompt,
+                              .bos_token = text(s.tok.bos_id()),
+                              .eos_token = text(s.tok.eos_id()),
+                              .strip_bos = s.tok.add_bos(),
+                              .strip_eos = s.tok.add_eos()};
+  return tk::apply_chat_template(tmpl ? std::string_view(*tmpl) : tk::default_chat_template(), messages, opt);
+}
+
+// Feeds the rendered conversation: only the part past what the cache already holds when
+// the new render extends it (the usual case), else the whole render from an empty cache.
+double feed_chat(Session& s, const std::string& rendered, std::size_t& n_tokens) {
+  std::vector<std::int32_t> ids;
+  if (!s.fed.empty() && rendered.compare(0, s.fed.size(), s.fed) == 0) {
+    ids = s.tok.encode(std::string_view(rendered).substr(s.fed.size()), {.add_special = false, .parse_special = true});
+  } else {
+    s.cache.clear();
+    ids = s.tok.encode(rendered, {.add_special = true, .parse_special = true});
+  }
+  s.fed = rendered;
+  n_tokens = ids.size();
+  return ids.empty() ? 0.0 : s.feed(ids);
+}
+
+// Reads one user message from stdin: a line, continued while it ends with a backslash.
+std::optional<std::string> read_user_message() {
+  std::string msg, line;
+  fmt::print(stderr, "\n> ");
+  std::fflush(stderr);
+  while (std::getline(std::cin, line)) {
+    if (!line.empty() && line.back() == '\\') {
+      line.pop_back();
+      msg += line + "\n";
+      continue;
+    }
+    msg += line;
+    return msg;
+  }
+  if (!msg.empty()) return msg;
+  return std::nullopt;
+}
+
+void interactive_loop(Session& s, std::vector<tk::ChatMessage> messages, bool have_first) {
+  const std::int64_t limit = s.o.n_predict < 0 ? s.cache.capacity() : s.o.n_predict;
+  fmt::print(stderr, "fucina run: interactive chat; end a line with \\ to continue it, /exit or EOF to quit\n");
+  while (true) {
+    if (!have_first) {
+      const auto msg = read_user_message();
+      if (!msg || *msg == "/exit") break;
+      if (msg->empty()) continue;
+      messages.push_back({"user", *msg});
+    }
+    have_first = false;
+    std::size_t n_prompt = 0;
+    double t_prompt = 0;
+    try {
+      t_prompt = feed_chat(s, render_chat(s, messages, true), n_prompt);
+    } catch (const fucina::Error& e) {
+      fmt::print(stderr, "fucina run: {}; ending the chat\n", e.what());
+      break;
+    }
+    const auto g = s.generate(limit);
+    messages.push_back({"assistant", g.text});
+    print_speed(n_prompt, t_prompt, g);
+    if (g.reason == "context full") {
+      fmt::print(stderr, "fucina run: the context is full; ending the chat (raise --ctx)\n");
+      break;
+    }
+  }
+}
+
 int run_main(std::span<char* const> args) {
   for (const char* a : args)
     if (std::string_view(a) == "-h" || std::string_view(a) == "--help") {
@@ -138,73 +308,51 @@ int run_main(std::span<char* const> args) {
     o.prompt.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     o.have_prompt = true;
   }
-  if (!o.have_prompt) throw UsageError{"missing -p PROMPT (or -f FILE)"};
+  if (!o.have_prompt && !o.interactive) throw UsageError{"missing -p PROMPT (or -f FILE, or -i for a chat)"};
+  if (!o.system.empty() && !o.chat && !o.interactive) throw UsageError{"--system needs --chat or -i"};
   if (!o.have_seed) o.sampling.seed = std::random_device{}();
   fucina::sample::validate(o.sampling);
 
-  using clock = std::chrono::steady_clock;
-  const auto t_load = clock::now();
-  const auto model = fucina::model::Model::load(o.model);
+  const auto t_load = clock_type::now();
+  const auto model = fucina::model::Model::load(o.model, {.fast_prefill = o.fast_prefill});
   const tk::Tokenizer tok(tk::load_tokenizer_data(model.file()));
   fucina::Context ctx({.threads = o.threads});
   const auto& cfg = model.config();
   const std::int64_t n_ctx = o.ctx > 0 ? o.ctx : cfg.n_ctx_train;
   fmt::print(stderr, "fucina run: {} ({}, {} layers, embd {}, vocab {}), ctx {}, {} threads, seed {}, load {:.0f} ms\n",
              cfg.name.empty() ? o.model : cfg.name, fucina::model::arch_name(cfg.arch), cfg.n_layer, cfg.n_embd,
-             cfg.n_vocab, n_ctx, ctx.threads(), o.sampling.seed,
-             std::chrono::duration<double, std::milli>(clock::now() - t_load).count());
+             cfg.n_vocab, n_ctx, ctx.threads(), o.sampling.seed, seconds_since(t_load) * 1e3);
 
-  const std::vector<std::int32_t> ids = tok.encode(o.prompt, {.add_special = true, .parse_special = o.parse_special});
+  Session s{o, model, tok, ctx, model.new_cache(ctx, n_ctx, o.kv), fucina::sample::Sampler(o.sampling), {}, {}};
+  std::vector<tk::ChatMessage> messages;
+  if (!o.system.empty()) messages.push_back({"system", o.system});
+  if (o.have_prompt && (o.chat || o.interactive)) messages.push_back({"user", o.prompt});
+  if (o.interactive) {
+    interactive_loop(s, messages, o.have_prompt);
+    return 0;
+  }
+
+  std::vector<std::int32_t> ids;
+  if (o.chat) {
+    const std::string rendered = render_chat(s, messages, true);
+    ids = tok.encode(rendered, {.add_special = true, .parse_special = true});
+    if (o.echo) write_out(rendered);
+  } else {
+    ids = tok.encode(o.prompt, {.add_special = true, .parse_special = o.parse_special});
+    if (o.echo) write_out(o.prompt);
+  }
   if (ids.empty()) throw UsageError{"the prompt encodes to no tokens"};
   if (static_cast<std::int64_t>(ids.size()) >= n_ctx)
     throw fucina::Error(fucina::ErrorCode::InvalidArgument,
                         fmt::format("the prompt has {} tokens, the context holds {} (raise --ctx)", ids.size(), n_ctx));
-  auto cache = model.new_cache(ctx, n_ctx, o.kv);
-  fucina::sample::Sampler sampler(o.sampling);
-  for (auto id : ids) sampler.accept(id);
-  if (o.echo) write_out(o.prompt);
-
-  const auto t0 = clock::now();
-  auto logits = model.prefill(ctx, cache, ids, o.batch).to_vector();
-  const double t_prompt = std::chrono::duration<double>(clock::now() - t0).count();
+  const double t_prompt = s.feed(ids);
   if (!o.dump_logits.empty()) {
     std::ofstream f(o.dump_logits, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * sizeof(float)));
+    f.write(reinterpret_cast<const char*>(s.logits.data()), static_cast<std::streamsize>(s.logits.size() * sizeof(float)));
     if (!f) throw fucina::Error(fucina::ErrorCode::Io, fmt::format("cannot write '{}'", o.dump_logits));
   }
-
-  tk::StreamDecoder detok(tok);
-  fucina::sample::StopMatcher stop(o.stops);
-  const auto t1 = clock::now();
-  std::int64_t n_gen = 0;
-  const std::int64_t limit = o.n_predict < 0 ? n_ctx : o.n_predict;
-  std::string reason = "length";
-  while (n_gen < limit) {
-    const std::int32_t next = sampler.sample(logits);
-    sampler.accept(next);
-    ++n_gen;
-    if (!o.ignore_eos && tok.is_eog(next)) {
-      reason = "eos";
-      break;
-    }
-    write_out(stop.push(detok.push(next)));
-    if (stop.stopped()) {
-      reason = "stop string";
-      break;
-    }
-    if (n_gen == limit) break;
-    if (cache.size() >= cache.capacity()) {
-      reason = "context full";
-      break;
-    }
-    const std::int32_t one[1] = {next};
-    logits = model.forward(ctx, cache, one).to_vector();
-  }
-  if (!stop.stopped()) write_out(stop.push(detok.flush()) + stop.flush());
-  const double t_gen = std::chrono::duration<double>(clock::now() - t1).count();
-  fmt::print(stderr, "\nfucina run: prompt {} tokens in {:.1f} ms ({:.1f} tok/s); generated {} tokens in {:.1f} ms ({:.1f} tok/s); stop: {}\n",
-             ids.size(), t_prompt * 1e3, static_cast<double>(ids.size()) / t_prompt, n_gen, t_gen * 1e3,
-             t_gen > 0 ? static_cast<double>(n_gen) / t_gen : 0.0, reason);
+  const auto g = s.generate(o.n_predict < 0 ? n_ctx : o.n_predict);
+  print_speed(ids.size(), t_prompt, g);
   return 0;
 }
 

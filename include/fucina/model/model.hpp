@@ -16,12 +16,18 @@
 
 namespace fucina::model {
 
+struct LoadOptions {
+  // Quantized products of >= 16 rows (prompts) through the f32 GEMM on decoded weights:
+  // faster, not bit-exact with llama.cpp (Note [Quantized GEMM] in src/model/quant_matmul.cpp).
+  bool fast_prefill = false;
+};
+
 class Model {
  public:
   // Throws Io/InvalidFile for a missing or malformed file, Unsupported for an
   // architecture or weight type Fucina cannot run.
-  static Model load(const std::filesystem::path& path);
-  static Model from_reader(gguf::Reader file);
+  static Model load(const std::filesystem::path& path, const LoadOptions& options = {});
+  static Model from_reader(gguf::Reader file, const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
@@ -37,8 +43,10 @@ class Model {
                           std::int64_t n_batch = 512) const;
 
  private:
-  explicit Model(gguf::Reader file);
-  Tensor<"seq", "embd"> run_layers(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const;
+  Model(gguf::Reader file, const LoadOptions& options);
+  // last_only: the last layer's FFN runs on the last row only (llama.cpp's output pruning).
+  Tensor<"seq", "embd"> run_layers(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids,
+                                   bool last_only) const;
   Tensor<"seq", "vocab"> head(Context& ctx, const Tensor<"seq", "embd">& x) const;
   gguf::Reader file_;
   ModelConfig config_;

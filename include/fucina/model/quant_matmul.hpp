@@ -18,6 +18,7 @@ struct QuantMatrix {
   const std::byte* data = nullptr;
   quant::QuantType type = quant::QuantType::Q8_0;
   std::int64_t rows = 0, cols = 0, row_bytes = 0;
+  bool fast_prefill = false;  // many-row products through the f32 GEMM (Note [Quantized GEMM])
 
   const std::byte* row(std::int64_t r) const { return data + r * row_bytes; }
 };

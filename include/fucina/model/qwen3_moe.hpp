@@ -15,6 +15,6 @@ Tensor<"seq", "embd"> moe_ffn(Context& ctx, const ModelConfig& config, const Lay
 
 Tensor<"seq", "embd"> qwen3moe_block(Context& ctx, const ModelConfig& config, const LayerWeights& w, KvCache& cache,
                                      std::int64_t layer, const Tensor<"seq", "embd">& x,
-                                     std::span<const std::int32_t> positions);
+                                     std::span<const std::int32_t> positions, bool last_row_only = false);
 
 }  // namespace fucina::model

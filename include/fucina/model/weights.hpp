@@ -67,13 +67,14 @@ Tensor<R, Out> dot(Context& ctx, const Tensor<R, C>& x, const Weight<Out, C>& w)
   float* xp = xr.mutable_data().data();
   round_to_f16(xp, xr.numel());
   auto y = Tensor<R, Out>::empty(ctx, {n, n_out});
-  // tinyBLAS only takes k % 16 == 0 and rows % 4 == 0; ggml falls back to vec_dot otherwise.
-  const F16DotOrder order = k % 16 == 0 && n_out % 4 == 0 ? w.order() : F16DotOrder::vec;
+  // tinyBLAS only runs for >= 2 activation rows (llamafile_sgemm returns early for one:
+  // decode, the output head) and only takes k % 16 == 0, rows % 4 == 0; else ggml_vec_dot_f16.
+  const F16DotOrder order = n >= 2 && k % 16 == 0 && n_out % 4 == 0 ? w.order() : F16DotOrder::vec;
   matmul_f16(ctx.pool(), xp, n, k, wr.template data<Half>(), wr.strides[0], n_out, y.mutable_data().data(), order);
   return y;
 }
 
-// A stack of per-expert [Out, In] matrices.
+// A stack of per-expert [Out, In] matrices (f32, f16 or one ggml block type).
 template <TagName Out, TagName In>
 class ExpertWeights {
  public:
@@ -82,7 +83,23 @@ class ExpertWeights {
   ExpertWeights() = default;
   explicit ExpertWeights(F32 w) : f32_(std::move(w)) {}
   explicit ExpertWeights(F16 w) : f16_(std::move(w)) {}
+  // `stack` holds n_expert * Out rows, expert e's rows [e * Out, (e + 1) * Out).
+  ExpertWeights(QuantMatrix stack, std::int64_t n_expert) : q_(std::move(stack)), n_expert_(n_expert) {
+    FUCINA_ASSERT(n_expert_ > 0 && q_.rows % n_expert_ == 0);
+  }
+  bool is_quant() const { return q_.data != nullptr; }
+  std::int64_t n_expert() const {
+    if (is_quant()) return n_expert_;
+    return f16_.defined() ? f16_.template size<"expert">() : f32_.template size<"expert">();
+  }
   Weight<Out, In> expert(std::int64_t e) const {
+    FUCINA_CHECK(e >= 0 && e < n_expert(), IndexOutOfBounds, "[experts] expert {} is outside 0..{}", e, n_expert() - 1);
+    if (is_quant()) {  // a row-offset view into the stack; mul_mat_id uses the plain vec_dot path too
+      QuantMatrix m = q_;
+      m.rows = q_.rows / n_expert_;
+      m.data = q_.data + e * m.rows * q_.row_bytes;
+      return Weight<Out, In>(std::move(m));
+    }
     // ggml's mul_mat_id sums with ggml_vec_dot_f16 (Note [f16 summation order]).
     if (f16_.defined()) return Weight<Out, In>(select<"expert">(f16_, e), F16DotOrder::vec);
     return Weight<Out, In>(select<"expert">(f32_, e));
@@ -91,6 +108,8 @@ class ExpertWeights {
  private:
   F32 f32_;
   F16 f16_;
+  QuantMatrix q_;
+  std::int64_t n_expert_ = 0;
 };
 
 struct LayerWeights {
@@ -116,7 +135,8 @@ struct ModelWeights {
 
 // Borrows every tensor the architecture needs from `file` (which must outlive the
 // result). Missing tensors -> InvalidFile listing all of them; a shape that disagrees
-// with the config -> InvalidFile; a weight type other than f32/f16 -> Unsupported.
+// with the config -> InvalidFile; a weight type other than f32/f16 or a ggml block type
+// with a dot kernel -> Unsupported.
 ModelWeights load_weights(const gguf::Reader& file, const ModelConfig& config);
 
 }  // namespace fucina::model

@@ -1,0 +1,131 @@
+// `fucina run` and `fucina bench` end to end on a small synthetic model: bad input is one
+// line and a non-zero exit, --chat feeds exactly the library's template render, -i holds a
+// conversation from stdin, the bench's JSON has llama-bench's fields. Skips when the CLI
+// binary has not been built in this tree.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "fucina/gguf/reader.hpp"
+#include "fucina/model/synth.hpp"
+#include "fucina/tokenizer/chat_template.hpp"
+#include "support/run_cli.hpp"
+
+namespace {
+
+using fucina::test::CliResult;
+using fucina::test::run_cli;
+
+class RunCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = std::filesystem::temp_directory_path() / ("fucina_run_cli_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    fucina::model::SynthSpec spec;
+    spec.arch = "qwen3";
+    spec.n_embd = 64;
+    spec.n_layer = 2;
+    spec.n_ff = 128;
+    spec.n_ctx = 256;
+    spec.seed = 4;
+    fucina::model::write_synthetic_model(dir_ / "m.gguf", spec);
+    std::ofstream(dir_ / "corrupt.gguf", std::ios::binary) << "GGUF\x03\x00\x00\x00garbage";
+  }
+  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
+  void SetUp() override {
+    if (!std::filesystem::exists(fucina::test::cli_path())) GTEST_SKIP() << "CLI not built at " << fucina::test::cli_path();
+  }
+  // stdout only (stderr dropped) or both, in a subshell so redirections compose.
+  static CliResult run(const std::string& args, bool with_stderr = true) {
+    return run_cli(fmt::format("('{}' {}{})", fucina::test::cli_path().string(), args, with_stderr ? "" : " 2>/dev/null"));
+  }
+  static std::string model() { return fmt::format("'{}'", (dir_ / "m.gguf").string()); }
+  static inline std::filesystem::path dir_;
+};
+
+// One line of output (a trailing newline allowed) and the given exit code.
+void expect_one_line_error(const CliResult& r, int status, const std::string& needle) {
+  EXPECT_EQ(r.status, status) << r.output;
+  std::string out = r.output;
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 0) << r.output;
+  EXPECT_NE(out.find(needle), std::string::npos) << r.output;
+}
+
+TEST_F(RunCli, BadInputIsOneLineAndNonZero) {
+  expect_one_line_error(run("run /nonexistent/x.gguf -p hi"), 1, "x.gguf");
+  expect_one_line_error(run(fmt::format("run '{}' -p hi", (dir_ / "corrupt.gguf").string())), 1, "corrupt.gguf");
+  expect_one_line_error(run("run " + model() + " -p hi --frobnicate"), 2, "--frobnicate");
+  expect_one_line_error(run("run " + model() + " -p hi --threads 0"), 2, "--threads");
+  expect_one_line_error(run("run " + model() + " -p hi --temp abc"), 2, "abc");
+  expect_one_line_error(run("run " + model() + " -p hi --system x"), 2, "--system");
+  // 256-token context, a prompt far longer.
+  std::string longp;
+  for (int i = 0; i < 100; ++i) longp += "word ";
+  const CliResult r = run("run " + model() + " -p '" + longp + "' -n 4");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("context"), std::string::npos) << r.output;
+}
+
+TEST_F(RunCli, StdoutCarriesExactlyTheCompletion) {
+  const CliResult plain = run("run " + model() + " -p 'abc' -n 6 --temp 0", false);
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  const CliResult echo = run("run " + model() + " -p 'abc' -n 6 --temp 0 --echo", false);
+  ASSERT_EQ(echo.status, 0) << echo.output;
+  EXPECT_EQ(echo.output, "abc" + plain.output);  // greedy: the same completion
+}
+
+TEST_F(RunCli, ChatFeedsTheTemplateRender) {
+  // The synthetic model has no template: llama.cpp's ChatML default applies.
+  const CliResult r = run("run " + model() + " --chat --system 'Be brief.' -p 'Hello' -n 0 --echo", false);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const fucina::tokenizer::ChatMessage msgs[] = {{"system", "Be brief."}, {"user", "Hello"}};
+  const std::string want =
+      fucina::tokenizer::apply_chat_template(fucina::tokenizer::default_chat_template(), msgs, true, "", "");
+  EXPECT_EQ(r.output, want);
+  EXPECT_NE(want.find("<|im_start|>assistant\n"), std::string::npos);
+}
+
+TEST_F(RunCli, InteractiveChatReadsTurnsFromStdin) {
+  const CliResult r = run_cli(fmt::format("(printf 'Hello\\nsecond \\\\\\nline\\n/exit\\nignored\\n' | '{}' run {} -i -n 3 --temp 0)",
+                                          fucina::test::cli_path().string(), model()));
+  ASSERT_EQ(r.status, 0) << r.output;
+  // Two turns ran (two speed lines), the third line was never read as a turn.
+  std::size_t turns = 0;
+  for (std::size_t p = r.output.find("generated"); p != std::string::npos; p = r.output.find("generated", p + 1)) ++turns;
+  EXPECT_EQ(turns, 2u) << r.output;
+}
+
+TEST_F(RunCli, BenchJsonHasLlamaBenchFields) {
+  const CliResult r = run("bench " + model() + " -p 8 -n 4 -r 2 -t 1 -o json", false);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  ASSERT_EQ(j.size(), 2u);
+  for (const auto& rec : j) {
+    for (const char* key : {"model_filename", "n_prompt", "n_gen", "n_threads", "avg_ts", "stddev_ts"})
+      EXPECT_TRUE(rec.contains(key)) << key;
+    EXPECT_EQ(rec["n_threads"], 1);
+    EXPECT_GT(rec["avg_ts"].get<double>(), 0.0);
+    EXPECT_EQ(rec["samples_ts"].size(), 2u);
+  }
+  EXPECT_EQ(j[0]["n_prompt"], 8);
+  EXPECT_EQ(j[1]["n_gen"], 4);
+  const CliResult md = run("bench " + model() + " -p 8 -n 0 -r 1 -t 1", false);
+  EXPECT_NE(md.output.find("| pp8 |"), std::string::npos) << md.output;
+}
+
+TEST_F(RunCli, BenchBadFlags) {
+  expect_one_line_error(run("bench " + model() + " -r 0"), 2, "--repetitions");
+  expect_one_line_error(run("bench " + model() + " -o xml"), 2, "xml");
+  expect_one_line_error(run("bench " + model() + " -p 1,x"), 2, "x");
+  expect_one_line_error(run("bench"), 2, "no model");
+}
+
+}  // namespace
