@@ -112,9 +112,23 @@ void matmul_quant(ThreadPool& pool, const float* x, std::int64_t n_rows, const Q
   // Tasks are blocks of output rows; each task covers every input row (weights stream once).
   constexpr std::int64_t kRowsPerTask = 16;
   const std::int64_t tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
+  const quant::DotRowsFn rows = n_rows > 1 ? quant::dot_rows_kernel(w.type) : nullptr;
   pool.parallel_for(tasks, [&](std::int64_t t) {
     const std::int64_t o0 = t * kRowsPerTask, o1 = std::min(w.rows, o0 + kRowsPerTask);
-    for (std::int64_t r = 0; r < n_rows; ++r) {
+    std::int64_t r = 0;
+    if (rows != nullptr) {  // groups of activation rows share each weight row's unpacking
+      for (; r < n_rows; r += quant::kMaxDotRows) {
+        const int rm = static_cast<int>(std::min<std::int64_t>(quant::kMaxDotRows, n_rows - r));
+        const void* acts[quant::kMaxDotRows];
+        for (int i = 0; i < rm; ++i) acts[i] = act.data() + (r + i) * act_bytes;
+        float out[quant::kMaxDotRows];
+        for (std::int64_t o = o0; o < o1; ++o) {
+          rows(k, w.row(o), acts, rm, out);
+          for (int i = 0; i < rm; ++i) y[(r + i) * w.rows + o] = out[i];
+        }
+      }
+    }
+    for (; r < n_rows; ++r) {
       const std::byte* a = act.data() + r * act_bytes;
       for (std::int64_t o = o0; o < o1; ++o) y[r * w.rows + o] = dot(k, w.row(o), a);
     }

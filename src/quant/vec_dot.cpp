@@ -57,6 +57,10 @@ DotFn dot_kernel(DotArm arm, QuantType weight_type) {
   return t == nullptr || i < 0 ? nullptr : t->fn[i];
 }
 
+DotRowsFn dot_rows_kernel(QuantType weight_type) {
+  return best_dot_arm() == DotArm::Avx512Vnni ? detail::avx512vnni_rows_kernel(weight_type) : nullptr;
+}
+
 float vec_dot(QuantType weight_type, std::int64_t n, const void* w_row, const void* act_row) {
   const int i = type_index(weight_type);
   FUCINA_CHECK(i >= 0, Unsupported, "[vec_dot] no dot kernel for {}", type_traits(weight_type).name);

@@ -35,5 +35,7 @@ float dot_tq2_0_scalar(std::int64_t n, const void* w, const void* a);
 // Defined in vec_dot_x86.cpp; nullptr when the arm is compiled out.
 const DotTable* avx2_dot_table();
 const DotTable* avx512vnni_dot_table();
+// Multi-row kernels of the AVX512-VNNI arm (Note [Multi-row dots]); nullptr when absent.
+DotRowsFn avx512vnni_rows_kernel(QuantType type);
 
 }  // namespace fucina::quant::detail

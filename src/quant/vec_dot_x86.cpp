@@ -557,6 +557,115 @@ float dot_tq1_0(std::int64_t n, const void* wp, const void* ap) {
   return acc.reduce();
 }
 
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+// Note [Multi-row dots]: prompts multiply each weight row by many activation rows. These
+// kernels take up to kMaxDotRows activation rows per weight row and share the weight-side
+// work (unpacking, scales); every output still gets exactly its single-row kernel's
+// arithmetic (exact integer block sums, the same float contributions into the same Lanes),
+// so results are bit-identical to dot_kernel's.
+template <class W, class Decode>
+void rows_blocks32(std::int64_t n, const W* w, const void* const* acts, int rm, float* out, Decode decode) {
+  const std::int64_t nb = n / 32;
+  Lanes acc[kMaxDotRows];
+  __m256 vacc[kMaxDotRows];
+  for (int r = 0; r < rm; ++r) vacc[r] = _mm256_setzero_ps();
+  const auto act = [&](int r) { return static_cast<const BlockQ8_0*>(acts[r]); };
+  std::int64_t b = 0;
+  for (; b + 8 <= nb; b += 8) {
+    __m256i ax[8], sx[8];
+    for (int k = 0; k < 8; ++k) {
+      sx[k] = decode(w[b + k]);
+      ax[k] = _mm256_sign_epi8(sx[k], sx[k]);
+    }
+    const __m256 dw = f16x8(w + b, [](const W& blk) { return blk.d; });
+    for (int r = 0; r < rm; ++r) {
+      const BlockQ8_0* a = act(r) + b;
+      __m256i v[8];
+      for (int k = 0; k < 8; ++k) v[k] = VnniOps::dot(ax[k], _mm256_sign_epi8(load32(a[k].qs), sx[k]));
+      const __m256 da = f16x8(a, [](const BlockQ8_0& blk) { return blk.d; });
+      vacc[r] = _mm256_add_ps(vacc[r], _mm256_mul_ps(_mm256_cvtepi32_ps(transpose_sum8(v)), _mm256_mul_ps(dw, da)));
+    }
+  }
+  for (int r = 0; r < rm; ++r) _mm256_storeu_ps(acc[r].v, vacc[r]);
+  for (; b < nb; ++b) {
+    const __m256i x = decode(w[b]);
+    for (int r = 0; r < rm; ++r)
+      acc[r].add(b, sym_contrib(hsum(dot_ss<VnniOps>(x, load32(act(r)[b].qs))), w[b], act(r)[b]));
+  }
+  for (int r = 0; r < rm; ++r) out[r] = acc[r].reduce();
+}
+
+void rows_q8_0(std::int64_t n, const void* wp, const void* const* acts, int rm, float* out) {
+  rows_blocks32(n, static_cast<const BlockQ8_0*>(wp), acts, rm, out, [](const BlockQ8_0& w) { return load32(w.qs); });
+}
+
+void rows_q4_0(std::int64_t n, const void* wp, const void* const* acts, int rm, float* out) {
+  rows_blocks32(n, static_cast<const BlockQ4_0*>(wp), acts, rm, out, [](const BlockQ4_0& w) {
+    return _mm256_sub_epi8(nibbles32(w.qs), _mm256_set1_epi8(8));
+  });
+}
+
+void rows_q4_K(std::int64_t n, const void* wp, const void* const* acts, int rm, float* out) {
+  const auto* w = static_cast<const BlockQ4_K*>(wp);
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  Lanes acc[kMaxDotRows];
+  for (std::int64_t b = 0; b < n / kQK_K; ++b) {
+    const K4Scales s = k4_scales_packed(w[b].scales);
+    const __m512i scales = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(s.sc)));
+    __m512i qq[4], sk[4];
+    for (int k = 0; k < 4; ++k) {  // as q45_isum_avx512
+      const __m256i q = load32(w[b].qs + 32 * k);
+      qq[k] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), m4);
+      const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2 * k)),
+                                             _mm256_set1_epi32(2 * k + 1), 1);
+      sk[k] = _mm512_permutexvar_epi32(idx, scales);
+    }
+    for (int r = 0; r < rm; ++r) {
+      const BlockQ8_K& a = static_cast<const BlockQ8_K*>(acts[r])[b];
+      __m512i sum = _mm512_setzero_si512();
+      for (int k = 0; k < 4; ++k)
+        sum = _mm512_add_epi32(
+            sum, _mm512_mullo_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), qq[k], _mm512_loadu_si512(a.qs + 64 * k)),
+                                    sk[k]));
+      acc[r].add(b, contrib_k_min(_mm512_reduce_add_epi32(sum), k4_min_sum_simd(a, s.mn), w[b].d, w[b].dmin, a.d));
+    }
+  }
+  for (int r = 0; r < rm; ++r) out[r] = acc[r].reduce();
+}
+
+void rows_q6_K(std::int64_t n, const void* wp, const void* const* acts, int rm, float* out) {
+  const auto* w = static_cast<const BlockQ6_K*>(wp);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), c32 = _mm512_set1_epi8(32);
+  const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+  const __m512i shr = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+  Lanes acc[kMaxDotRows];
+  for (std::int64_t b = 0; b < n / kQK_K; ++b) {
+    const __m512i scales = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].scales)));
+    __m512i x[4], sl[4];
+    for (int h = 0; h < 2; ++h) {  // as q6_isum_avx512
+      const __m512i ql = _mm512_loadu_si512(w[b].ql + 64 * h);
+      const __m512i qh = _mm512_broadcast_i64x4(load32(w[b].qh + 32 * h));
+      x[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m30));
+      x[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                     _mm512_and_si512(_mm512_srlv_epi16(qh, shr), m30));
+      for (int m = 0; m < 2; ++m) sl[2 * h + m] = scale_lanes(scales, 8 * h + 4 * m);
+    }
+    for (int r = 0; r < rm; ++r) {
+      const BlockQ8_K& a = static_cast<const BlockQ8_K*>(acts[r])[b];
+      __m512i sum = _mm512_setzero_si512();
+      for (int j = 0; j < 4; ++j) {
+        const __m512i av = _mm512_loadu_si512(a.qs + 64 * j);
+        const __m512i d = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x[j], av),
+                                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), c32, av));
+        sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(d, sl[j]));
+      }
+      acc[r].add(b, contrib_k(_mm512_reduce_add_epi32(sum), w[b].d, a.d));
+    }
+  }
+  for (int r = 0; r < rm; ++r) out[r] = acc[r].reduce();
+}
+#endif
+
 template <class P>
 constexpr DotTable make_table() {
   return {{dot_q4_0<P>, dot_q4_1<P>, dot_q5_0<P>, dot_q5_1<P>, dot_q8_0<P>, dot_iq4_nl<P>,
@@ -572,6 +681,21 @@ constexpr DotTable kVnniTable = make_table<VnniOps>();
 }  // namespace
 
 const DotTable* avx2_dot_table() { return &kAvx2Table; }
+
+DotRowsFn avx512vnni_rows_kernel(QuantType type) {
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  switch (type) {
+    case QuantType::Q8_0: return rows_q8_0;
+    case QuantType::Q4_0: return rows_q4_0;
+    case QuantType::Q4_K: return rows_q4_K;
+    case QuantType::Q6_K: return rows_q6_K;
+    default: return nullptr;
+  }
+#else
+  (void)type;
+  return nullptr;
+#endif
+}
 const DotTable* avx512vnni_dot_table() {
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
   return &kVnniTable;
@@ -584,6 +708,7 @@ const DotTable* avx512vnni_dot_table() {
 
 const DotTable* avx2_dot_table() { return nullptr; }
 const DotTable* avx512vnni_dot_table() { return nullptr; }
+DotRowsFn avx512vnni_rows_kernel(QuantType) { return nullptr; }
 
 #endif
 

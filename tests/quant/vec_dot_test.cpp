@@ -140,6 +140,33 @@ TEST_P(DotKernel, SimdArmsEqualScalarBitwise) {
 #endif
 }
 
+// Multi-row kernels (Note [Multi-row dots]) equal the single-row kernel bit for bit, for
+// every group size, on encoded and on random weight bytes.
+TEST_P(DotKernel, RowsKernelEqualsSingleRowBitwise) {
+  const QuantType t = GetParam();
+  const DotRowsFn rows = dot_rows_kernel(t);
+  if (rows == nullptr) GTEST_SKIP() << "no multi-row kernel for this type in this build";
+  const QuantType at = type_traits(t).vec_dot_type;
+  const std::int64_t n = test_len(t) * 3;  // several 8-block groups plus a tail for 32-blocks
+  std::mt19937 rng(static_cast<unsigned>(t) * 31u);
+  const DotFn single = dot_kernel(best_dot_arm(), t);
+  for (int trial = 0; trial < 4; ++trial) {
+    const auto w = trial % 2 == 0 ? quantize(t, random_row(rng, n)) : random_weight_bytes(rng, t, n);
+    std::vector<std::vector<std::uint8_t>> acts;
+    const void* ptrs[kMaxDotRows];
+    for (int r = 0; r < kMaxDotRows; ++r) {
+      acts.push_back(quantize_act(at, random_row(rng, n).data(), n));
+      ptrs[r] = acts.back().data();
+    }
+    for (int rm = 1; rm <= kMaxDotRows; ++rm) {
+      float out[kMaxDotRows];
+      rows(n, w.data(), ptrs, rm, out);
+      for (int r = 0; r < rm; ++r)
+        EXPECT_TRUE(same_float(out[r], single(n, w.data(), ptrs[r]))) << "rm " << rm << " row " << r << " trial " << trial;
+    }
+  }
+}
+
 TEST_P(DotKernel, MatchesDequantizedDot) {
   const QuantType t = GetParam();
   const QuantType at = type_traits(t).vec_dot_type;

@@ -30,6 +30,13 @@ using DotFn = float (*)(std::int64_t n, const void* w_row, const void* act_row);
 // the arm is not compiled. n must be a multiple of the weight block size.
 DotFn dot_kernel(DotArm arm, QuantType weight_type);
 
+// Up to kMaxDotRows activation rows against one weight row: out[r] = dot(w, acts[r]),
+// bit-identical to dot_kernel(best_dot_arm(), type) while sharing the weight-side work.
+inline constexpr int kMaxDotRows = 4;
+using DotRowsFn = void (*)(std::int64_t n, const void* w_row, const void* const* act_rows, int n_rows, float* out);
+// The best arm's multi-row kernel for `type`; nullptr when it has none (use dot_kernel).
+DotRowsFn dot_rows_kernel(QuantType weight_type);
+
 // Checked entry point on the best arm: throws Unsupported for types without a kernel and
 // InvalidArgument when n is not a whole number of blocks.
 float vec_dot(QuantType weight_type, std::int64_t n, const void* w_row, const void* act_row);
