@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fucina/core/error.hpp"
+#include "fucina/core/fast_math.hpp"
 #include "fucina/core/half.hpp"
 #include "fucina/core/rng.hpp"
 #include "fucina/core/thread_pool.hpp"
@@ -152,30 +153,6 @@ std::int64_t vocab_size(const gguf::Reader& src, const std::filesystem::path& pa
   return static_cast<std::int64_t>(tokens.size());
 }
 
-// ln(x) for x in (0, 1]: exponent split plus a minimax polynomial on [sqrt(1/2), sqrt(2))
-// (Cephes' logf coefficients), branch-free so the loop vectorizes; ~1e-7 relative error.
-inline float log_unit(float x) {
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
-  float e = static_cast<float>(static_cast<std::int32_t>(u >> 23) - 126);
-  float m = std::bit_cast<float>((u & 0x007fffffu) | 0x3f000000u);  // [0.5, 1)
-  const bool small = m < 0.70710678f;
-  e = small ? e - 1.0f : e;
-  m = small ? m + m - 1.0f : m - 1.0f;
-  const float z = m * m;
-  float y = 7.0376836292e-2f * m - 1.1514610310e-1f;
-  y = y * m + 1.1676998740e-1f;
-  y = y * m - 1.2420140846e-1f;
-  y = y * m + 1.4249322787e-1f;
-  y = y * m - 1.6668057665e-1f;
-  y = y * m + 2.0000714765e-1f;
-  y = y * m - 2.4999993993e-1f;
-  y = y * m + 3.3333331174e-1f;
-  y = y * m * z;
-  y = y + -2.12194440e-4f * e;
-  y = y - 0.5f * z;
-  return (m + y) + 0.693359375f * e;
-}
-
 // sqrt(w) for w in [0, 34] as w * rsqrt(w), the reciprocal root refined by Newton from the
 // bit-trick estimate: plain arithmetic, so the loop vectorizes (std::sqrt keeps an errno
 // branch) and every platform gets the same bits. Relative error ~1e-7.
@@ -190,7 +167,7 @@ inline float sqrt_newton(float w) {
 inline void normal_pair(std::uint64_t key, std::uint64_t k, float& c, float& s) {
   const std::uint64_t r = rng::splitmix64(key ^ (k * 0xd1b54a32d192ed03ull));  // == rng::bits(seed, k)
   const float u1 = (static_cast<float>(static_cast<std::uint32_t>(r >> 40)) + 1.0f) * 0x1p-24f;  // (0, 1]
-  const float rad = sqrt_newton(-2.0f * log_unit(u1));
+  const float rad = sqrt_newton(-2.0f * fucina::fast_log(u1));
   const float t = static_cast<float>(static_cast<std::uint32_t>(r & 0xffffffu)) * 0x1p-22f;  // angle / (pi/2), [0, 4)
   const float n = static_cast<float>(static_cast<std::int32_t>(t + 0.5f));                  // nearest quadrant
   const float x = (t - n) * 1.57079632679f;                                                  // [-pi/4, pi/4]

@@ -142,7 +142,7 @@ TEST(SynthNormals, AnySliceIsTheSameStream) {
 
 TEST_F(Synth, EveryArchLoadsRunsAndReadsBackTheSpec) {
   for (const char* arch : {"llama", "qwen3", "qwen3moe"}) {
-    for (DType dt : {DType::f32, DType::f16}) {
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
       SynthSpec s;
       s.arch = arch;
       s.n_embd = 48, s.n_layer = 3, s.n_head = 6, s.n_head_kv = 2, s.head_dim = 10, s.n_ff = 80;

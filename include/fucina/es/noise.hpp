@@ -14,6 +14,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "fucina/core/fast_math.hpp"
+
 #include "fucina/core/rng.hpp"
 
 namespace fucina::es {
@@ -22,30 +24,6 @@ inline constexpr std::uint64_t kSeedDomain = 0x65735f7365656473ull;  // "es_seed
 inline constexpr std::uint64_t kCounterMul = 0xd1b54a32d192ed03ull;  // as rng::bits
 
 namespace detail {
-
-// ln(x) for normal x > 0 (Cephes logf: x = m·2^e, m in [√½, √2)). |err| < 2 ulp.
-inline float fast_log(float x) {
-  const std::uint32_t b = std::bit_cast<std::uint32_t>(x);
-  float e = static_cast<float>(static_cast<int>((b >> 23) & 0xffu) - 126);
-  float m = std::bit_cast<float>((b & 0x007fffffu) | 0x3f000000u);  // [0.5, 1)
-  const bool low = m < 0.707106781186547524f;
-  e = low ? e - 1.f : e;
-  m = low ? (m + m) - 1.f : m - 1.f;
-  const float z = m * m;
-  float y = 7.0376836292e-2f;
-  y = y * m - 1.1514610310e-1f;
-  y = y * m + 1.1676998740e-1f;
-  y = y * m - 1.2420140846e-1f;
-  y = y * m + 1.4249322787e-1f;
-  y = y * m - 1.6668057665e-1f;
-  y = y * m + 2.0000714765e-1f;
-  y = y * m - 2.4999993993e-1f;
-  y = y * m + 3.3333331174e-1f;
-  y = y * m * z;
-  y = y + -2.12194440e-4f * e;
-  y = y + -0.5f * z;
-  return (m + y) + 0.693359375f * e;
-}
 
 // cos(2πu) and sin(2πu) for u in [0, 1): quadrant j = round(4u), then Cephes
 // polynomials on x = 2π(u - j/4) in [-π/4, π/4] (u - j/4 is exact for 24-bit u).
@@ -83,7 +61,7 @@ inline float fast_sqrt(float x) {
 inline void gaussian_pair(std::uint64_t r, float& even, float& odd) {
   const float u1 = static_cast<float>(static_cast<std::uint32_t>(r >> 40) + 1u) * 0x1p-24f;
   const float u2 = static_cast<float>(static_cast<std::uint32_t>(r & 0xffffffu)) * 0x1p-24f;
-  const float rad = fast_sqrt(0.f - 2.f * fast_log(u1));  // 0 − 2l: +0, not −0, at u1 = 1
+  const float rad = fast_sqrt(0.f - 2.f * fucina::fast_log(u1));  // 0 − 2l: +0, not −0, at u1 = 1
   float c, s;
   fast_cos_sin_2pi(u2, c, s);
   even = rad * c;
