@@ -59,8 +59,8 @@ constexpr std::string_view usage =
 constexpr std::string_view no_model =
     "fucina run: no model given.\n"
     "usage: fucina run MODEL.gguf -p PROMPT   (fucina run --help for options)\n"
-    "Models: any llama / qwen3 / qwen3moe GGUF with f32 or f16 weights, e.g. from Hugging Face\n"
-    "(Qwen/Qwen3-0.6B-GGUF, TinyLlama GGUFs).\n"
+    "Models: any llama / qwen3 / qwen3moe GGUF (f32, f16, bf16 or ggml-quantized weights), e.g.\n"
+    "from Hugging Face (Qwen/Qwen3-0.6B-GGUF, TinyLlama GGUFs).\n"
     "No model at hand? Make a tiny random-weight one of a real architecture (its text is\n"
     "gibberish by design; see fucina synth --help for the shapes and --vocab to copy a\n"
     "real tokenizer):\n"
