@@ -10,15 +10,8 @@
 
 namespace fucina::model {
 
-namespace {
-ModelConfig with_options(ModelConfig c, const LoadOptions& o) {
-  c.fast_prefill = o.fast_prefill;
-  return c;
-}
-}  // namespace
-
 Model::Model(gguf::Reader file, const LoadOptions& options)
-    : file_(std::move(file)), config_(with_options(read_config(file_), options)), weights_(load_weights(file_, config_)) {}
+    : file_(std::move(file)), config_(read_config(file_)), weights_(load_weights(file_, config_, options.fast_prefill)) {}
 
 Model Model::load(const std::filesystem::path& path, const LoadOptions& options) {
   return Model(gguf::Reader::open(path), options);

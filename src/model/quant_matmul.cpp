@@ -10,7 +10,6 @@
 
 #include "fucina/core/error.hpp"
 #include "fucina/kernels/gemm/sgemm.hpp"
-#include "fucina/quant/dequant_simd.hpp"
 #include "fucina/quant/fp16.hpp"
 #include "fucina/quant/vec_dot.hpp"
 
@@ -31,10 +30,7 @@ constexpr std::int64_t kPrefetchBytes = 2048;
 void decode_rows(const void* self, std::int64_t j0, std::int64_t nj, std::int64_t p0, std::int64_t kb, float* dst) {
   const auto& w = *static_cast<const QuantMatrix*>(self);
   const std::int64_t offset = quant::row_bytes(w.type, p0);
-  for (std::int64_t j = 0; j < nj; ++j) {
-    const std::byte* src = w.row(j0 + j) + offset;
-    if (!quant::dequantize_row_simd(w.type, src, dst + j * kb, kb)) quant::dequantize_row(w.type, src, dst + j * kb, kb);
-  }
+  for (std::int64_t j = 0; j < nj; ++j) quant::dequantize_row(w.type, w.row(j0 + j) + offset, dst + j * kb, kb);
 }
 
 // Note [Quantized GEMM]: llama.cpp quantizes the activations to the paired int8 format and
@@ -49,18 +45,34 @@ void decode_rows(const void* self, std::int64_t j0, std::int64_t nj, std::int64_
 // with a repacked 8x8 int8 GEMM (not its vec_dot order), and measured against it this path
 // keeps every parity bar (teacher-forced top-1 128/128 on the 256-wide model vs 127/128 for
 // the int8 path; mean KL <= 5.2e-5) at ~1.7x the int8 path's prompt speed.
+// Each row of x in the paired int8 format, [n_rows][row_bytes(act_type, k)].
+std::vector<std::byte> quantize_activations(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int64_t k,
+                                            quant::QuantType act_type) {
+  const std::int64_t act_bytes = quant::row_bytes(act_type, k);
+  std::vector<std::byte> act(static_cast<std::size_t>(act_bytes * n_rows));
+  pool.parallel_for(n_rows, [&](std::int64_t r) {
+    quant::quantize_row_activation(act_type, x + r * k, act.data() + r * act_bytes, k);
+  });
+  return act;
+}
+
+// y = xq · decoded(w)ᵀ through the blocked f32 GEMM (xq: f32 rows of w.cols).
+void gemm_decoded(ThreadPool& pool, const float* xq, std::int64_t n_rows, const QuantMatrix& w, float* y,
+                  std::int64_t k_align) {
+  kernels::GemmArgs g{.m = n_rows, .n = w.rows, .k = w.cols, .a = xq, .a_rs = w.cols, .c = y, .c_rs = w.rows};
+  kernels::sgemm_rows(g, {.rows = decode_rows, .self = &w, .k_align = k_align}, &pool);
+}
+
 void matmul_quant_gemm(ThreadPool& pool, const float* x, std::int64_t n_rows, const QuantMatrix& w, float* y,
                        quant::QuantType act_type) {
   const std::int64_t k = w.cols;
   const std::int64_t act_bytes = quant::row_bytes(act_type, k);
+  const auto act = quantize_activations(pool, x, n_rows, k, act_type);
   std::vector<float> xq(static_cast<std::size_t>(n_rows * k));
   pool.parallel_for(n_rows, [&](std::int64_t r) {
-    std::vector<std::byte> act(static_cast<std::size_t>(act_bytes));
-    quant::quantize_row_activation(act_type, x + r * k, act.data(), k);
-    quant::dequantize_row(act_type, act.data(), xq.data() + r * k, k);
+    quant::dequantize_row(act_type, act.data() + r * act_bytes, xq.data() + r * k, k);
   });
-  kernels::GemmArgs g{.m = n_rows, .n = w.rows, .k = k, .a = xq.data(), .a_rs = k, .c = y, .c_rs = w.rows};
-  kernels::sgemm_rows(g, {.rows = decode_rows, .self = &w, .k_align = quant::type_traits(w.type).block_size}, &pool);
+  gemm_decoded(pool, xq.data(), n_rows, w, y, quant::type_traits(w.type).block_size);
 }
 
 // BF16 weights: ggml rounds the activations to bf16 too (vec_dot_type BF16); both sides
@@ -89,11 +101,7 @@ void matmul_bf16(ThreadPool& pool, const float* x, std::int64_t n_rows, const Qu
     quant::fp32_to_bf16_row(x + r * k, tmp.data(), k);  // ggml's rounding (nearest even, NaN kept)
     quant::bf16_to_fp32_row(tmp.data(), xq.data() + r * k, k);
   }
-  if (n_rows >= kGemmFromRows) {
-    kernels::GemmArgs g{.m = n_rows, .n = w.rows, .k = k, .a = xq.data(), .a_rs = k, .c = y, .c_rs = w.rows};
-    kernels::sgemm_rows(g, {.rows = decode_rows, .self = &w, .k_align = 1}, &pool);
-    return;
-  }
+  if (n_rows >= kGemmFromRows) return gemm_decoded(pool, xq.data(), n_rows, w, y, 1);
   pool.parallel_range(w.rows, 16, [&](std::int64_t o0, std::int64_t o1) {
     for (std::int64_t o = o0; o < o1; ++o) {
       const auto* wr = reinterpret_cast<const std::uint16_t*>(w.row(o));
@@ -112,10 +120,7 @@ void matmul_quant(ThreadPool& pool, const float* x, std::int64_t n_rows, const Q
   if (gemm && n_rows >= kGemmFromRows) return matmul_quant_gemm(pool, x, n_rows, w, y, act_type);
   const std::int64_t k = w.cols;
   const std::int64_t act_bytes = quant::row_bytes(act_type, k);
-  std::vector<std::byte> act(static_cast<std::size_t>(act_bytes * n_rows));
-  pool.parallel_for(n_rows, [&](std::int64_t r) {
-    quant::quantize_row_activation(act_type, x + r * k, act.data() + r * act_bytes, k);
-  });
+  const auto act = quantize_activations(pool, x, n_rows, k, act_type);
   const quant::DotFn dot = quant::dot_kernel(quant::best_dot_arm(), w.type);
   FUCINA_CHECK(dot != nullptr, Unsupported, "[matmul] no dot kernel for {}", traits.name);
   // Tasks are blocks of output rows; each task covers every input row (weights stream once).

@@ -121,9 +121,9 @@ class Loader {
 
 }  // namespace
 
-ModelWeights load_weights(const gguf::Reader& file, const ModelConfig& c) {
+ModelWeights load_weights(const gguf::Reader& file, const ModelConfig& c, bool fast_prefill) {
   Context ctx({.threads = 1});  // only converts the odd f16 norm vector
-  Loader ld(file, c.fast_prefill);
+  Loader ld(file, fast_prefill);
   ModelWeights w;
   w.tok_embd = ld.matrix<"vocab", "embd">("token_embd.weight", c.n_vocab, c.n_embd);
   w.output_norm = ld.vector<"embd">(ctx, "output_norm.weight", c.n_embd);

@@ -1,5 +1,7 @@
 #include "fucina/quant/traits.hpp"
 
+#include "fucina/quant/dequant_simd.hpp"
+
 #include <array>
 
 #include "fucina/core/error.hpp"
@@ -81,6 +83,7 @@ std::int64_t row_bytes(QuantType type, std::int64_t n) {
 
 void dequantize_row(QuantType type, const void* src, float* dst, std::int64_t n) {
   checked(type, n, "dequantize_row");
+  if (dequantize_row_simd(type, src, dst, n)) return;  // bit-identical to the scalar decoders below
   switch (type) {
     case Q::F32: {
       const float* s = in<float>(src);

@@ -1,9 +1,10 @@
 #pragma once
 // Strict command-line value parsing shared by the subcommands: a value must be a whole
-// number (or float) with nothing left over, else a UsageError naming the flag.
+// number (or a finite float) with nothing left over, else a UsageError naming the flag.
 #include <fmt/core.h>
 
 #include <charconv>
+#include <cmath>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -30,8 +31,10 @@ T parse_num(std::string_view flag, const std::string& s) {
   } else {
     r = std::from_chars(s.data(), end, v);
   }
-  if (r.ec != std::errc{} || r.ptr != end || s.empty())
-    throw UsageError{fmt::format("{}: '{}' is not a valid number", flag, s)};
+  bool finite = true;
+  if constexpr (std::is_floating_point_v<T>) finite = std::isfinite(v);
+  if (r.ec != std::errc{} || r.ptr != end || s.empty() || !finite)
+    throw UsageError{fmt::format("{}: '{}' is not a valid finite number", flag, s)};
   return v;
 }
 

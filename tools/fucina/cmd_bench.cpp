@@ -96,14 +96,15 @@ struct Record {
   std::uint64_t model_size = 0, model_n_params = 0;
   int n_threads = 0;
   std::int64_t n_prompt = 0, n_gen = 0, n_batch = 0;
-  std::vector<double> samples_ns;
+  std::vector<double> samples_ns, samples_ts;
   double avg_ts = 0, stddev_ts = 0;
 };
 
 // Mean and sample standard deviation of tokens/s over the repetitions.
 void summarize(Record& r) {
   const double n_tok = static_cast<double>(r.n_prompt + r.n_gen);
-  std::vector<double> ts;
+  auto& ts = r.samples_ts;
+  ts.clear();
   for (double ns : r.samples_ns) ts.push_back(n_tok * 1e9 / ns);
   double mean = 0;
   for (double v : ts) mean += v;
@@ -176,8 +177,6 @@ void print_md(const std::vector<Record>& recs) {
 void print_json(const std::vector<Record>& recs) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& r : recs) {
-    std::vector<double> ts;
-    for (double ns : r.samples_ns) ts.push_back(static_cast<double>(r.n_prompt + r.n_gen) * 1e9 / ns);
     double avg_ns = 0;
     for (double ns : r.samples_ns) avg_ns += ns;
     avg_ns /= static_cast<double>(r.samples_ns.size());
@@ -193,7 +192,7 @@ void print_json(const std::vector<Record>& recs) {
                    {"avg_ts", r.avg_ts},
                    {"stddev_ts", r.stddev_ts},
                    {"samples_ns", r.samples_ns},
-                   {"samples_ts", ts}});
+                   {"samples_ts", r.samples_ts}});
   }
   fmt::print("{}\n", out.dump(2));
 }

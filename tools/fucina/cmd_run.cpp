@@ -155,7 +155,7 @@ struct Session {
   double feed(const std::vector<std::int32_t>& ids) {
     if (cache.size() + static_cast<std::int64_t>(ids.size()) >= cache.capacity())
       throw fucina::Error(fucina::ErrorCode::InvalidArgument,
-                          fmt::format("the prompt needs {} more tokens, the context has {} of {} left (raise --ctx)",
+                          fmt::format("the prompt has {} tokens, the context has {} of {} left (raise --ctx)",
                                       ids.size(), cache.capacity() - cache.size(), cache.capacity()));
     for (auto id : ids) sampler.accept(id);
     const auto t0 = clock_type::now();
@@ -342,9 +342,6 @@ int run_main(std::span<char* const> args) {
     if (o.echo) write_out(o.prompt);
   }
   if (ids.empty()) throw UsageError{"the prompt encodes to no tokens"};
-  if (static_cast<std::int64_t>(ids.size()) >= n_ctx)
-    throw fucina::Error(fucina::ErrorCode::InvalidArgument,
-                        fmt::format("the prompt has {} tokens, the context holds {} (raise --ctx)", ids.size(), n_ctx));
   const double t_prompt = s.feed(ids);
   if (!o.dump_logits.empty()) {
     std::ofstream f(o.dump_logits, std::ios::binary);

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "args.hpp"
 #include "command.hpp"
 #include "fucina/core/error.hpp"
 #include "fucina/core/thread_pool.hpp"
@@ -16,6 +17,7 @@
 
 namespace {
 
+using fucina::cli::parse_num;
 using fucina::cli::UsageError;
 namespace fm = fucina::model;
 
@@ -53,23 +55,6 @@ constexpr std::string_view usage =
     "    --head-dim 128 --ffn 3072 --ctx 4096 --rope-base 1000000 --tied --dtype f16 \\\n"
     "    --vocab ggml-vocab-qwen2.gguf\n";
 
-template <class T>
-T parse_int(std::string_view flag, std::string_view s) {
-  T v{};
-  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || r.ec != std::errc{} || r.ptr != s.data() + s.size())
-    throw UsageError{fmt::format("{}: '{}' is not a valid integer", flag, s)};
-  return v;
-}
-
-float parse_float(std::string_view flag, const std::string& s) {
-  char* end = nullptr;
-  const float v = std::strtof(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v))
-    throw UsageError{fmt::format("{}: '{}' is not a valid finite number", flag, s)};
-  return v;
-}
-
 double mib(std::uintmax_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
 
 int synth_main(std::span<char* const> args) {
@@ -89,23 +74,23 @@ int synth_main(std::span<char* const> args) {
     }
     if (a == "--arch") spec.arch = value(), have_arch = true;
     else if (a == "--vocab") spec.vocab_from = value();
-    else if (a == "--hidden") spec.n_embd = parse_int<std::int64_t>(a, value());
-    else if (a == "--layers") spec.n_layer = parse_int<std::int64_t>(a, value());
-    else if (a == "--heads") spec.n_head = parse_int<std::int64_t>(a, value());
-    else if (a == "--kv-heads") spec.n_head_kv = parse_int<std::int64_t>(a, value());
-    else if (a == "--head-dim") spec.head_dim = parse_int<std::int64_t>(a, value());
-    else if (a == "--ffn") spec.n_ff = parse_int<std::int64_t>(a, value());
-    else if (a == "--experts") spec.n_expert = parse_int<std::int64_t>(a, value());
-    else if (a == "--experts-used") spec.n_expert_used = parse_int<std::int64_t>(a, value());
-    else if (a == "--expert-ffn") spec.n_ff_exp = parse_int<std::int64_t>(a, value());
-    else if (a == "--ctx") spec.n_ctx = parse_int<std::int64_t>(a, value());
-    else if (a == "--rope-base") spec.rope_base = parse_float(a, value());
-    else if (a == "--eps") spec.rms_eps = parse_float(a, value());
-    else if (a == "--std") spec.std = parse_float(a, value());
-    else if (a == "--seed") spec.seed = parse_int<std::uint64_t>(a, value());
+    else if (a == "--hidden") spec.n_embd = parse_num<std::int64_t>(a, value());
+    else if (a == "--layers") spec.n_layer = parse_num<std::int64_t>(a, value());
+    else if (a == "--heads") spec.n_head = parse_num<std::int64_t>(a, value());
+    else if (a == "--kv-heads") spec.n_head_kv = parse_num<std::int64_t>(a, value());
+    else if (a == "--head-dim") spec.head_dim = parse_num<std::int64_t>(a, value());
+    else if (a == "--ffn") spec.n_ff = parse_num<std::int64_t>(a, value());
+    else if (a == "--experts") spec.n_expert = parse_num<std::int64_t>(a, value());
+    else if (a == "--experts-used") spec.n_expert_used = parse_num<std::int64_t>(a, value());
+    else if (a == "--expert-ffn") spec.n_ff_exp = parse_num<std::int64_t>(a, value());
+    else if (a == "--ctx") spec.n_ctx = parse_num<std::int64_t>(a, value());
+    else if (a == "--rope-base") spec.rope_base = parse_num<float>(a, value());
+    else if (a == "--eps") spec.rms_eps = parse_num<float>(a, value());
+    else if (a == "--std") spec.std = parse_num<float>(a, value());
+    else if (a == "--seed") spec.seed = parse_num<std::uint64_t>(a, value());
     else if (a == "--tied") spec.tied = true;
     else if (a == "-t" || a == "--threads") {
-      threads = parse_int<int>(a, value());
+      threads = parse_num<int>(a, value());
       if (threads < 1 || threads > 1024) throw UsageError{fmt::format("{} must be in 1..1024, got {}", a, threads)};
     } else if (a == "--dtype") {
       const std::string d = value();

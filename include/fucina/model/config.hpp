@@ -41,7 +41,6 @@ struct ModelConfig {
   RopeMode rope_mode = RopeMode::normal;
   bool qk_norm = false;           // per-head RMSNorm of q and k (qwen3)
   bool moe = false;
-  bool fast_prefill = false;  // a load option, not metadata (LoadOptions::fast_prefill)
 
   std::int64_t q_dim() const { return n_head * head_dim; }
   std::int64_t kv_dim() const { return n_head_kv * head_dim; }

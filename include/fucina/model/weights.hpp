@@ -137,6 +137,7 @@ struct ModelWeights {
 // result). Missing tensors -> InvalidFile listing all of them; a shape that disagrees
 // with the config -> InvalidFile; a weight type other than f32/f16 or a ggml block type
 // with a dot kernel -> Unsupported.
-ModelWeights load_weights(const gguf::Reader& file, const ModelConfig& config);
+// fast_prefill: quantized weights take the f32 GEMM for prompts (Note [Quantized GEMM]).
+ModelWeights load_weights(const gguf::Reader& file, const ModelConfig& config, bool fast_prefill = false);
 
 }  // namespace fucina::model

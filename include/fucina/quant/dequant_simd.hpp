@@ -9,8 +9,8 @@
 
 namespace fucina::quant {
 
-// Decodes n elements with a SIMD arm; false when this build has none for `type` (the
-// caller then uses dequantize_row).
+// Decodes n elements with a SIMD arm; false when this build has none for `type`.
+// dequantize_row tries this first; tests compare it with the per-format scalar decoders.
 bool dequantize_row_simd(QuantType type, const void* src, float* dst, std::int64_t n);
 
 }  // namespace fucina::quant

@@ -341,12 +341,13 @@ void run_blocked(const GemmArgs& g, ThreadPool* pool, int threads, const BSource
   else for (int64_t t = 0; t < tasks; ++t) task(t);
 }
 
-void validate(const GemmArgs& g) {
+// b_from_args: false when B comes from a RowSource (args.b unused).
+void validate(const GemmArgs& g, bool b_from_args = true) {
   FUCINA_CHECK(g.batch >= 0 && g.m >= 0 && g.n >= 0 && g.k >= 0, InvalidArgument,
                "[sgemm] negative size: batch={} m={} n={} k={}", g.batch, g.m, g.n, g.k);
   const bool empty_c = g.batch == 0 || g.m == 0 || g.n == 0;
   FUCINA_CHECK(empty_c || g.c != nullptr, InvalidArgument, "[sgemm] null C for a {}x{} output", g.m, g.n);
-  FUCINA_CHECK(empty_c || g.k == 0 || (g.a != nullptr && g.b != nullptr), InvalidArgument,
+  FUCINA_CHECK(empty_c || g.k == 0 || (g.a != nullptr && (g.b != nullptr || !b_from_args)), InvalidArgument,
                "[sgemm] null A or B with k={}", g.k);
 }
 
@@ -382,9 +383,8 @@ template <class Arch>
 void sgemm_rows_arm(const GemmArgs& args, const RowSource& b, ThreadPool* pool) {
   FUCINA_CHECK(args.batch == 1, InvalidArgument, "[sgemm_rows] batch must be 1, got {}", args.batch);
   FUCINA_CHECK(b.rows != nullptr && b.k_align >= 1, InvalidArgument, "[sgemm_rows] no row decoder");
-  GemmArgs g = args;
-  g.b = nullptr;
-  validate(GemmArgs{.batch = 1, .m = g.m, .n = g.n, .k = g.k, .a = g.a, .b = g.a, .c = g.c});
+  const GemmArgs& g = args;
+  validate(g, false);
   if (g.m == 0 || g.n == 0) return;
   if (g.k == 0) {
     if (!g.accumulate) zero_c(g);
