@@ -1,6 +1,7 @@
 // The hot kernels of inference, each with its roofline:
 //   stream/read          the machine's read bandwidth (the tg roofline), GB/s
 //   gemv/<type>          one activation row x a weight matrix bigger than L3 (decode), GB/s of weights
+//   .../packed           the same through the interleaved VNNI kernels (quant/packed.hpp)
 //   gemm/<type>          512 activation rows x a 1024 x 3072 weight (prefill), GFLOP/s;
 //                        the roofline is gemm/f32 (the f32 micro-kernel the decoded weights feed)
 //   attention/decode     flash attention of 1 query over 512 cached f16 positions, 16 heads x 128
@@ -17,6 +18,7 @@
 #include "fucina/model/f16_matmul.hpp"
 #include "fucina/model/flash_attention.hpp"
 #include "fucina/model/quant_matmul.hpp"
+#include "fucina/quant/packed.hpp"
 #include "fucina/quant/traits.hpp"
 
 namespace {
@@ -42,7 +44,7 @@ struct Matrix {
   std::vector<std::byte> bytes;
   model::QuantMatrix q;
 
-  Matrix(QuantType t, std::int64_t r, std::int64_t c) : type(t), rows(r), cols(c) {
+  Matrix(QuantType t, std::int64_t r, std::int64_t c, bool packed = false) : type(t), rows(r), cols(c) {
     const std::int64_t rb = quant::row_bytes(t, c);
     bytes.resize(static_cast<std::size_t>(rb * r));
     ctx().pool().parallel_for(r, [&](std::int64_t i) {
@@ -54,6 +56,7 @@ struct Matrix {
     q.rows = r;
     q.cols = c;
     q.row_bytes = rb;
+    if (packed) q.packed = std::make_shared<const quant::PackedMatrix>(quant::pack_matrix(t, q.data, r, c, rb, &ctx().pool()));
   }
   void multiply(const float* x, std::int64_t n, float* y) const {
     if (type == QuantType::F16) {
@@ -85,8 +88,8 @@ void bench_stream(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * n * 4);
 }
 
-void bench_gemv(benchmark::State& state, QuantType t) {
-  const Matrix w(t, 8192, 8192);  // >= 37 MB in every format: past the 32 MiB L3
+void bench_gemv(benchmark::State& state, QuantType t, bool packed) {
+  const Matrix w(t, 8192, 8192, packed);  // >= 37 MB in every format: past the 32 MiB L3
   const auto x = noise(w.cols, 1);
   std::vector<float> y(static_cast<std::size_t>(w.rows));
   for (auto _ : state) {
@@ -96,9 +99,9 @@ void bench_gemv(benchmark::State& state, QuantType t) {
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(w.bytes.size()));
 }
 
-void bench_gemm(benchmark::State& state, QuantType t) {
+void bench_gemm(benchmark::State& state, QuantType t, bool packed) {
   const std::int64_t m = 512;
-  const Matrix w(t, 3072, 1024);
+  const Matrix w(t, 3072, 1024, packed);
   const auto x = noise(m * w.cols, 2);
   std::vector<float> y(static_cast<std::size_t>(m * w.rows));
   for (auto _ : state) {
@@ -139,9 +142,12 @@ const int kRegistered = [] {
   benchmark::RegisterBenchmark("stream/read", bench_stream)->UseRealTime()->Unit(benchmark::kMillisecond);
   for (QuantType t : {QuantType::F32, QuantType::F16, QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_K,
                       QuantType::Q6_K}) {
-    const std::string name(quant::type_traits(t).name);
-    benchmark::RegisterBenchmark(("gemv/" + name).c_str(), bench_gemv, t)->UseRealTime()->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark(("gemm/" + name).c_str(), bench_gemm, t)->UseRealTime()->Unit(benchmark::kMillisecond);
+    for (const bool packed : {false, true}) {
+      if (packed && !(quant::packed_fast_arm_compiled() && quant::packable(t, 1024))) continue;
+      const std::string name = std::string(quant::type_traits(t).name) + (packed ? "/packed" : "");
+      benchmark::RegisterBenchmark(("gemv/" + name).c_str(), bench_gemv, t, packed)->UseRealTime()->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(("gemm/" + name).c_str(), bench_gemm, t, packed)->UseRealTime()->Unit(benchmark::kMillisecond);
+    }
   }
   benchmark::RegisterBenchmark("attention/decode", bench_attention_decode)->UseRealTime()->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("rmsnorm", bench_rmsnorm)->UseRealTime()->Unit(benchmark::kMicrosecond);

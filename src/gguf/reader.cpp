@@ -110,12 +110,22 @@ Reader Reader::open(const std::filesystem::path& path) {
   Reader r;
   r.bytes_ = Bytes(static_cast<const std::byte*>(map->addr), map->size);
   r.owner_ = map;
+  r.mapped_ = true;
   try {
     r.parse_all();
   } catch (const Error& e) {  // name the file: the parser only knows byte offsets
     throw Error(e.code(), fmt::format("'{}': {}", path.string(), e.what()));
   }
   return r;
+}
+
+void Reader::release_pages(Bytes range) const {
+  if (!mapped_ || range.empty()) return;
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<std::uintptr_t>(range.data()) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<std::uintptr_t>(range.data()) + range.size()) / page * page;
+  // Advice only: a failure leaves the pages resident, which is harmless.
+  if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 Reader Reader::parse(Bytes bytes) {

@@ -110,14 +110,30 @@ void matmul_bf16(ThreadPool& pool, const float* x, std::int64_t n_rows, const Qu
   });
 }
 
+// Packed weights (quant/packed.hpp): activations in the packed kernels' format, then
+// groups of 16 output rows spread over the pool; each task covers every activation row.
+void matmul_packed(ThreadPool& pool, const float* x, std::int64_t n_rows, const quant::PackedMatrix& w, float* y) {
+  const std::int64_t k = w.cols(), act_bytes = quant::packed_act_bytes(w.type(), k);
+  std::vector<std::byte> act(static_cast<std::size_t>(act_bytes * n_rows));
+  pool.parallel_for(n_rows, [&](std::int64_t r) {
+    quant::quantize_packed_act(w.type(), x + r * k, act.data() + r * act_bytes, k);
+  });
+  const quant::PackedKernel fn = quant::packed_kernel(quant::DotArm::Avx512Vnni, w.type());
+  FUCINA_ASSERT(fn != nullptr);
+  pool.parallel_range(w.groups(), 1, [&](std::int64_t g0, std::int64_t g1) {
+    fn(w, g0, g1, act.data(), n_rows, y, w.rows());
+  });
+}
+
 }  // namespace
 
 void matmul_quant(ThreadPool& pool, const float* x, std::int64_t n_rows, const QuantMatrix& w, float* y) {
   if (w.type == quant::QuantType::BF16) return matmul_bf16(pool, x, n_rows, w, y);
   const auto& traits = quant::type_traits(w.type);
   const quant::QuantType act_type = traits.vec_dot_type;
-  const bool gemm = w.fast_prefill || w.type == quant::QuantType::Q4_0;
-  if (gemm && n_rows >= kGemmFromRows) return matmul_quant_gemm(pool, x, n_rows, w, y, act_type);
+  if (w.fast_prefill && n_rows >= kGemmFromRows) return matmul_quant_gemm(pool, x, n_rows, w, y, act_type);
+  if (w.packed != nullptr) return matmul_packed(pool, x, n_rows, *w.packed, y);
+  if (w.type == quant::QuantType::Q4_0 && n_rows >= kGemmFromRows) return matmul_quant_gemm(pool, x, n_rows, w, y, act_type);
   const std::int64_t k = w.cols;
   const std::int64_t act_bytes = quant::row_bytes(act_type, k);
   const auto act = quantize_activations(pool, x, n_rows, k, act_type);

@@ -5,6 +5,7 @@
 
 #include "fucina/core/buffer.hpp"
 #include "fucina/gguf/reader.hpp"
+#include "fucina/quant/packed.hpp"
 #include "fucina/quant/vec_dot.hpp"
 
 #include <optional>
@@ -16,7 +17,7 @@ namespace {
 // Resolves tensors by name, remembering every missing one so the error lists them all.
 class Loader {
  public:
-  Loader(const gguf::Reader& f, bool fast_prefill) : f_(f), fast_prefill_(fast_prefill) {}
+  Loader(const gguf::Reader& f, const WeightOptions& options) : f_(f), options_(options) {}
 
   // The tensor as a RawTensor of shape `shape` (outermost first), borrowed from the mmap.
   // Returns an empty RawTensor when absent (recorded when required).
@@ -76,15 +77,22 @@ class Loader {
     q.rows = std::max<std::int64_t>(n, 1) * out;
     q.cols = in;
     q.row_bytes = quant::row_bytes(traits->type, in);
-    q.fast_prefill = fast_prefill_;
+    q.fast_prefill = options_.fast_prefill;
     FUCINA_CHECK(q.row_bytes * q.rows == static_cast<std::int64_t>(bytes.size()), InvalidFile,
                  "[model] tensor '{}' holds {} bytes, {} rows of {} expected", name, bytes.size(), q.rows, q.row_bytes);
     return q;
   }
 
   template <TagName Out, TagName In>
-  Weight<Out, In> matrix(const std::string& name, std::int64_t out, std::int64_t in, bool required = true) {
-    if (auto q = quantized_rows(name, 0, out, in)) return Weight<Out, In>(std::move(*q));
+  // pack: the matrix is multiplied (not only gathered from), so repacking pays.
+  Weight<Out, In> matrix(const std::string& name, std::int64_t out, std::int64_t in, bool required = true, bool pack = true) {
+    if (auto q = quantized_rows(name, 0, out, in)) {
+      if (pack && options_.repack && quant::packed_fast_arm_compiled() && quant::packable(q->type, q->cols))
+        q->packed = std::make_shared<const quant::PackedMatrix>(
+            quant::pack_matrix(q->type, q->data, q->rows, q->cols, q->row_bytes, &pool_));
+      if (q->packed != nullptr) f_.release_pages({q->data, static_cast<std::size_t>(q->rows * q->row_bytes)});
+      return Weight<Out, In>(std::move(*q));
+    }
     RawTensor r = raw(name, {out, in}, required);
     if (!r.buf) return {};
     if (r.dtype == DType::f16) return Weight<Out, In>(TensorT<DType::f16, Out, In>(std::move(r)));
@@ -115,17 +123,20 @@ class Loader {
 
  private:
   const gguf::Reader& f_;
-  bool fast_prefill_ = false;
+  WeightOptions options_;
+  ThreadPool pool_;  // packs the matrices
   std::vector<std::string> missing_;
 };
 
 }  // namespace
 
-ModelWeights load_weights(const gguf::Reader& file, const ModelConfig& c, bool fast_prefill) {
+ModelWeights load_weights(const gguf::Reader& file, const ModelConfig& c, const WeightOptions& options) {
   Context ctx({.threads = 1});  // only converts the odd f16 norm vector
-  Loader ld(file, fast_prefill);
+  Loader ld(file, options);
   ModelWeights w;
-  w.tok_embd = ld.matrix<"vocab", "embd">("token_embd.weight", c.n_vocab, c.n_embd);
+  // An untied token table is only gathered from: no packing.
+  const bool tied_in_file = file.find_tensor("output.weight") == nullptr;
+  w.tok_embd = ld.matrix<"vocab", "embd">("token_embd.weight", c.n_vocab, c.n_embd, true, tied_in_file);
   w.output_norm = ld.vector<"embd">(ctx, "output_norm.weight", c.n_embd);
   w.output = ld.matrix<"vocab", "embd">("output.weight", c.n_vocab, c.n_embd, false);
   w.tied = !w.output.defined();

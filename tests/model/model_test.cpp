@@ -91,6 +91,48 @@ TEST(FlashAttention, MatchesSoftmaxReferenceWithinF16) {
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], ref[i], 5e-3) << i;
 }
 
+// Note [f16 flash attention] spelled out one key at a time in scalar code: the kernel (its
+// register-held accumulators for head dims 64 and 128, the generic path otherwise) must
+// give exactly these bits.
+TEST(FlashAttention, EqualsTheSequentialF16RecipeBitExact) {
+  Context ctx({.threads = 2});
+  for (const std::int64_t hd : {16, 64, 128}) {
+    const std::int64_t n = 2, past = 37, kvh = 2, grp = 2, n_kv = past + n;
+    auto q = Tensor<"seq", "kvh", "grp", "hd">::randn(ctx, {n, kvh, grp, hd}, 17 + hd);
+    auto k16 = Tensor<"kseq", "kvh", "hd">::randn(ctx, {n_kv, kvh, hd}, 18 + hd).to<DType::f16>(ctx);
+    auto v16 = Tensor<"kseq", "kvh", "hd">::randn(ctx, {n_kv, kvh, hd}, 19 + hd).to<DType::f16>(ctx);
+    const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+    const auto got = flash_attention_f16(ctx, q, k16, v16, past, scale).to_vector();
+    const auto qv = q.to_vector();
+    const Half* kp = k16.raw().data<Half>();
+    const Half* vp = v16.raw().data<Half>();
+    auto r16 = [](float x) { return half_to_float(float_to_half(x)); };
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t h = 0; h < kvh; ++h)
+        for (std::int64_t g = 0; g < grp; ++g) {
+          const std::int64_t row = (i * kvh + h) * grp + g;
+          std::vector<float> qh(hd), acc(hd, 0.f);
+          for (std::int64_t d = 0; d < hd; ++d) qh[d] = r16(qv[row * hd + d]);
+          float m = -INFINITY, sum = 0.f;
+          for (std::int64_t j = 0; j <= past + i; ++j) {
+            const float sc = dot_f16_scalar(kp + (j * kvh + h) * hd, qh.data(), hd, F16DotOrder::vec) * scale;
+            float ms = 1.f, vs = 1.f;
+            if (sc > m) {
+              ms = std::exp(m - sc);
+              m = sc;
+              for (float& a : acc) a = r16(a * ms);
+            } else {
+              vs = std::exp(sc - m);
+            }
+            for (std::int64_t d = 0; d < hd; ++d) acc[d] = r16(std::fma(half_to_float(vp[(j * kvh + h) * hd + d].bits), vs, acc[d]));
+            sum = std::fma(sum, ms, vs);
+          }
+          for (std::int64_t d = 0; d < hd; ++d)
+            ASSERT_EQ(got[row * hd + d], acc[d] * (1.f / sum)) << "hd " << hd << " row " << row << " dim " << d;
+        }
+  }
+}
+
 TEST(KvCache, FullContextIsAClearError) {
   Context ctx({.threads = 1});
   ModelConfig c;

@@ -39,6 +39,7 @@ constexpr std::string_view usage =
     "  --kv-type f16|f32        KV cache element type (default f16)\n"
     "  --no-warmup              skip the untimed warm-up run\n"
     "  --fast-prefill           quantized prompts through the f32 GEMM (not bit-exact)\n"
+    "  --no-repack              multiply quantized weights in their ggml layout (no interleaving)\n"
     "  -o, --output md|json     output format (default md)\n";
 
 struct Options {
@@ -47,7 +48,7 @@ struct Options {
   std::vector<int> threads;
   int reps = 5;
   std::int64_t batch = 512;
-  bool warmup = true, json = false, fast_prefill = false;
+  bool warmup = true, json = false, fast_prefill = false, no_repack = false;
   fucina::DType kv = fucina::DType::f16;
 };
 
@@ -67,6 +68,7 @@ Options parse(std::span<char* const> args) {
     else if (a == "-b" || a == "--batch") o.batch = parse_num<std::int64_t>(a, value());
     else if (a == "--no-warmup") o.warmup = false;
     else if (a == "--fast-prefill") o.fast_prefill = true;
+    else if (a == "--no-repack") o.no_repack = true;
     else if (a == "-o" || a == "--output") {
       const std::string f = value();
       if (f != "md" && f != "json") throw UsageError{fmt::format("--output must be md or json, not '{}'", f)};
@@ -207,7 +209,7 @@ int bench_main(std::span<char* const> args) {
   if (o.models.empty()) throw UsageError{"no model given (fucina bench MODEL.gguf; see --help)"};
   std::vector<Record> recs;
   for (const auto& path : o.models) {
-    const auto model = fucina::model::Model::load(path, {.fast_prefill = o.fast_prefill});
+    const auto model = fucina::model::Model::load(path, {.fast_prefill = o.fast_prefill, .repack = !o.no_repack});
     const auto& cfg = model.config();
     for (int threads : o.threads) {
       fucina::Context ctx({.threads = threads});

@@ -49,6 +49,7 @@ constexpr std::string_view usage =
     "  --echo                   print the prompt before the completion\n"
     "  --no-parse-special       treat special-token text in the prompt as plain text\n"
     "  --fast-prefill           quantized prompts through the f32 GEMM: faster, not bit-exact\n"
+    "  --no-repack              multiply quantized weights in their ggml layout (no interleaving)\n"
     "                           with llama.cpp\n"
     "  --chat                   apply the model's chat template (ChatML when it has none);\n"
     "                           -p is the user message\n"
@@ -71,7 +72,7 @@ struct Options {
   std::string model, prompt, prompt_file, dump_logits;
   std::string system;
   bool have_prompt = false, echo = false, parse_special = true, ignore_eos = false;
-  bool chat = false, interactive = false, fast_prefill = false;
+  bool chat = false, interactive = false, fast_prefill = false, no_repack = false;
   std::int64_t n_predict = 128, ctx = 0, batch = 512;
   int threads = 0;
   bool have_seed = false;
@@ -111,6 +112,7 @@ Options parse(std::span<char* const> args) {
     else if (a == "--no-parse-special") o.parse_special = false;
     else if (a == "--chat") o.chat = true;
     else if (a == "--fast-prefill") o.fast_prefill = true;
+    else if (a == "--no-repack") o.no_repack = true;
     else if (a == "--system") o.system = value();
     else if (a == "-i" || a == "--interactive") o.interactive = true;
     else if (a == "--kv-type") {
@@ -314,7 +316,7 @@ int run_main(std::span<char* const> args) {
   fucina::sample::validate(o.sampling);
 
   const auto t_load = clock_type::now();
-  const auto model = fucina::model::Model::load(o.model, {.fast_prefill = o.fast_prefill});
+  const auto model = fucina::model::Model::load(o.model, {.fast_prefill = o.fast_prefill, .repack = !o.no_repack});
   const tk::Tokenizer tok(tk::load_tokenizer_data(model.file()));
   fucina::Context ctx({.threads = o.threads});
   const auto& cfg = model.config();

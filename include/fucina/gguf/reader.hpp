@@ -57,6 +57,10 @@ class Reader {
   std::uint32_t version() const { return version_; }
   std::uint32_t alignment() const { return alignment_; }
   Bytes bytes() const { return bytes_; }             // the whole file
+  // Drops the resident pages of the whole pages inside `range` from this process (they
+  // refault from the file on the next read): for data copied elsewhere, such as repacked
+  // weights. A no-op unless the Reader maps a file.
+  void release_pages(Bytes range) const;
   // Start of the data section: header_end() rounded up to the alignment. A tensor-less file
   // may end before it (gguf-py does not pad those).
   std::uint64_t data_offset() const { return data_offset_; }
@@ -116,6 +120,7 @@ class Reader {
   ArrayView array_checked(std::string_view key, ValueType elem) const;
 
   std::shared_ptr<const void> owner_;  // the mapping or owned buffer, if any
+  bool mapped_ = false;                // owner_ is a file mapping
   Bytes bytes_;
   std::uint32_t version_ = 0;
   std::uint32_t alignment_ = default_alignment;

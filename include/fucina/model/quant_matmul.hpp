@@ -5,9 +5,11 @@
 // weight row (quant/vec_dot.hpp). The weights are never dequantized.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "fucina/core/buffer.hpp"
 #include "fucina/core/thread_pool.hpp"
+#include "fucina/quant/packed.hpp"
 #include "fucina/quant/traits.hpp"
 
 namespace fucina::model {
@@ -19,6 +21,9 @@ struct QuantMatrix {
   quant::QuantType type = quant::QuantType::Q8_0;
   std::int64_t rows = 0, cols = 0, row_bytes = 0;
   bool fast_prefill = false;  // many-row products through the f32 GEMM (Note [Quantized GEMM])
+  // The same rows interleaved for the VNNI kernels (quant/packed.hpp); products use it
+  // when set, gathers (embedding lookups) still read `data`.
+  std::shared_ptr<const quant::PackedMatrix> packed;
 
   const std::byte* row(std::int64_t r) const { return data + r * row_bytes; }
 };

@@ -137,7 +137,10 @@ struct ModelWeights {
 // result). Missing tensors -> InvalidFile listing all of them; a shape that disagrees
 // with the config -> InvalidFile; a weight type other than f32/f16 or a ggml block type
 // with a dot kernel -> Unsupported.
-// fast_prefill: quantized weights take the f32 GEMM for prompts (Note [Quantized GEMM]).
-ModelWeights load_weights(const gguf::Reader& file, const ModelConfig& config, bool fast_prefill = false);
+struct WeightOptions {
+  bool fast_prefill = false;  // quantized prompts through the f32 GEMM (Note [Quantized GEMM])
+  bool repack = false;        // pack quantized matrices for the VNNI kernels (quant/packed.hpp)
+};
+ModelWeights load_weights(const gguf::Reader& file, const ModelConfig& config, const WeightOptions& options = {});
 
 }  // namespace fucina::model

@@ -1,0 +1,109 @@
+#include "fucina/quant/packed.hpp"
+
+#include <cstdlib>
+#include <vector>
+
+#include "fucina/core/error.hpp"
+#include "fucina/quant/blocks_legacy.hpp"
+#include "fucina/quant/fp16.hpp"
+#include "packed_formats.hpp"
+
+namespace fucina::quant {
+
+namespace {
+
+using detail::PackedFormat;
+
+// Formats with packed kernels.
+constexpr const PackedFormat& (*kFormats[])() = {detail::packed_q8_0, detail::packed_q4_0};
+
+const PackedFormat* find_format(QuantType type) {
+  for (auto f : kFormats)
+    if (f().type == type) return &f();
+  return nullptr;
+}
+
+const PackedFormat& format_of(QuantType type) {
+  const PackedFormat* f = find_format(type);
+  FUCINA_CHECK(f != nullptr, Unsupported, "[pack] no packed kernels for {}", type_traits(type).name);
+  return *f;
+}
+
+bool q8_0_paired(QuantType type) { return type_traits(type).vec_dot_type == QuantType::Q8_0; }
+
+}  // namespace
+
+void PackedMatrix::Free::operator()(std::byte* p) const { std::free(p); }
+
+PackedMatrix::PackedMatrix(QuantType type, std::int64_t rows, std::int64_t cols)
+    : type_(type), rows_(rows), cols_(cols), group_bytes_(format_of(type).group_bytes(cols)) {
+  FUCINA_CHECK(rows > 0 && packable(type, cols), InvalidArgument, "[pack] cannot pack {} rows of {} {} elements", rows,
+               cols, type_traits(type).name);
+  FUCINA_ASSERT(group_bytes_ % 64 == 0);
+  const auto total = static_cast<std::size_t>(groups() * group_bytes_);
+  data_.reset(static_cast<std::byte*>(std::aligned_alloc(64, total)));
+  FUCINA_CHECK(data_ != nullptr, Internal, "[pack] out of memory for {} bytes", total);
+}
+
+bool packable(QuantType type, std::int64_t cols) {
+  const PackedFormat* f = find_format(type);
+  const std::int64_t block = q8_0_paired(type) ? 32 : 256;
+  return f != nullptr && cols > 0 && cols % block == 0;
+}
+
+PackedMatrix pack_matrix(QuantType type, const std::byte* data, std::int64_t rows, std::int64_t cols,
+                         std::int64_t row_bytes, ThreadPool* pool) {
+  PackedMatrix m(type, rows, cols);
+  FUCINA_CHECK(row_bytes == quant::row_bytes(type, cols), InvalidArgument, "[pack] {} rows of {} elements are {} bytes, not {}",
+               type_traits(type).name, cols, quant::row_bytes(type, cols), row_bytes);
+  const PackedFormat& f = format_of(type);
+  auto pack = [&](std::int64_t g) {
+    const std::byte* src[kPackRows];
+    for (int r = 0; r < kPackRows; ++r) {
+      const std::int64_t row = g * kPackRows + r;
+      src[r] = row < rows ? data + row * row_bytes : nullptr;
+    }
+    f.pack_group(src, cols, m.mutable_group(g));
+  };
+  if (pool != nullptr) {
+    pool->parallel_for(m.groups(), pack);
+  } else {
+    for (std::int64_t g = 0; g < m.groups(); ++g) pack(g);
+  }
+  return m;
+}
+
+std::int64_t packed_act_bytes(QuantType type, std::int64_t cols) {
+  if (q8_0_paired(type)) return cols / 32 * static_cast<std::int64_t>(sizeof(detail::PackedActQ8));
+  return row_bytes(QuantType::Q8_K, cols);
+}
+
+void quantize_packed_act(QuantType type, const float* x, std::byte* dst, std::int64_t cols) {
+  if (!q8_0_paired(type)) return quantize_row_activation(QuantType::Q8_K, x, dst, cols);
+  thread_local std::vector<BlockQ8_0> tmp;
+  const std::int64_t nb = cols / 32;
+  tmp.resize(static_cast<std::size_t>(nb));
+  quantize_row_activation(QuantType::Q8_0, x, tmp.data(), cols);
+  auto* out = reinterpret_cast<detail::PackedActQ8*>(dst);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    out[b].d = fp16_to_fp32(tmp[b].d);
+    int s = 0;
+    for (int i = 0; i < 32; ++i) {
+      out[b].q[i] = tmp[b].qs[i];
+      s += tmp[b].qs[i];
+    }
+    out[b].sum = s;
+  }
+}
+
+PackedKernel packed_kernel(DotArm arm, QuantType type) {
+  const PackedFormat* f = find_format(type);
+  if (f == nullptr) return nullptr;
+  if (arm == DotArm::Scalar) return f->scalar;
+  if (arm == DotArm::Avx512Vnni) return f->avx512vnni;
+  return nullptr;
+}
+
+bool packed_fast_arm_compiled() { return detail::packed_q8_0().avx512vnni != nullptr; }
+
+}  // namespace fucina::quant
