@@ -15,7 +15,8 @@ namespace {
 using detail::PackedFormat;
 
 // Formats with packed kernels.
-constexpr const PackedFormat& (*kFormats[])() = {detail::packed_q8_0, detail::packed_q4_0};
+constexpr const PackedFormat& (*kFormats[])() = {detail::packed_q8_0, detail::packed_q4_0, detail::packed_q4_K,
+                                                  detail::packed_q6_K};
 
 const PackedFormat* find_format(QuantType type) {
   for (auto f : kFormats)
