@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "fucina/model/flash_attention.hpp"
+#include "fucina/model/prefill_attention.hpp"
 
 namespace fucina::model {
 
@@ -31,12 +32,10 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
   Tensor<"seq", "kvh", "grp", "hd"> o;
   if (cache.dtype() == DType::f16 && n < kTiledFromRows) {
     o = flash_attention_f16(ctx, qg, cache.keys_f16(layer, n_kv), cache.values_f16(layer, n_kv), n_past, scale);
+  } else if (cache.dtype() == DType::f16) {
+    o = prefill_attention(ctx, qg, cache.keys_f16(layer, n_kv), cache.values_f16(layer, n_kv), n_past, scale);
   } else {
-    auto keys = cache.keys(ctx, layer, n_kv);      // <kseq, kvh, hd>
-    auto values = cache.values(ctx, layer, n_kv);  // <kseq, kvh, hd>
-    auto scores = einsum<"kvh", "grp", "seq", "kseq">(ctx, qg, keys);
-    auto masked = add(ctx, mul(ctx, scores, scale), causal_mask<"seq", "kseq">(ctx, n, n_kv, n_past));
-    o = einsum<"seq", "kvh", "grp", "hd">(ctx, softmax<"kseq">(ctx, masked), values);
+    o = prefill_attention(ctx, qg, cache.keys(ctx, layer, n_kv), cache.values(ctx, layer, n_kv), n_past, scale);
   }
   return dot<"qd">(ctx, merge<"head", "hd", "qd">(merge<"kvh", "grp", "head">(o)), w.wo);
 }

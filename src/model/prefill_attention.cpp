@@ -1,0 +1,367 @@
+#include "fucina/model/prefill_attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "fucina/core/fast_math.hpp"
+
+#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+#include <immintrin.h>
+#define FUCINA_PA_AVX512 1
+#endif
+
+namespace fucina::model {
+
+namespace {
+
+constexpr std::int64_t kLanes = 16;         // one AVX-512 vector of f32
+constexpr std::int64_t kKeyTile = 64;       // f16 keys/values widened per step: 64·hd floats stay in L1
+constexpr std::int64_t kTileRows = 64;      // query rows (tokens·grp) per task: four vectors of lanes
+constexpr std::int64_t kMaxRowBlock = 6;    // register tile rows: 6 x 4 vectors = 24 accumulators
+constexpr std::int64_t kMaxCols = 4 * kLanes;     // register tile columns
+constexpr std::int64_t kScoreBytes = 2 << 20;  // per-task score block; fewer query rows beyond it
+
+std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
+
+// One call's operands; keys/values are <kseq, kvh, hd> views with unit hd stride.
+struct Plan {
+  const float* q = nullptr;  // contiguous <seq, kvh, grp, hd>
+  float* out = nullptr;      // same layout
+  const RawTensor* keys = nullptr;
+  const RawTensor* values = nullptr;
+  std::int64_t n = 0, kvh = 0, grp = 0, hd = 0, n_past = 0, bq = 0;
+  float scale = 1.f;
+};
+
+struct Scratch {
+  std::vector<float> qt;  // [hd][mp]: the tile's query rows, transposed
+  std::vector<float> st;  // [key][mp]: scores, then probabilities
+  std::vector<float> o;   // [mp][hd]
+  std::vector<float> kv;  // [kKeyTile][hd]: widened f16 rows
+  std::vector<std::int32_t> vis;  // [mp]: keys row r sees (0 for padding lanes)
+};
+
+// c[r][j] (+)= Σ_k a[r·ra + k·ka] · b[k·ldb + j] for r < rows, j < cols, fused
+// multiply-adds in k order as the SIMD arm, so both arms give the same bits.
+void gemm_scalar(std::int64_t rows, std::int64_t cols, const float* a, std::int64_t ra, std::int64_t ka, const float* b,
+                 std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t kd, bool accumulate) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* cr = c + r * ldc;
+    if (!accumulate) std::fill(cr, cr + cols, 0.f);
+    for (std::int64_t k = 0; k < kd; ++k) {
+      const float ar = a[r * ra + k * ka];
+      const float* bk = b + k * ldb;
+      for (std::int64_t j = 0; j < cols; ++j) cr[j] = std::fma(ar, bk[j], cr[j]);
+    }
+  }
+}
+
+// Softmax down the keys for one lane block of the transposed scores (see the Note).
+void softmax_lanes_scalar(float* st, std::int64_t mp, const std::int32_t* vis, std::int64_t lanes, std::int64_t kend,
+                          float scale) {
+  for (std::int64_t j = 0; j < lanes; ++j) {
+    const std::int64_t nv = vis[j];
+    float m = -std::numeric_limits<float>::infinity();
+    for (std::int64_t c = 0; c < nv; ++c) m = std::max(m, st[c * mp + j] * scale);
+    float sum = 0.f;
+    for (std::int64_t c = 0; c < nv; ++c) {
+      const float e = fast_exp(st[c * mp + j] * scale - m);
+      st[c * mp + j] = e;
+      sum += e;
+    }
+    const float inv = nv > 0 ? 1.f / sum : 0.f;
+    for (std::int64_t c = 0; c < nv; ++c) st[c * mp + j] *= inv;
+    for (std::int64_t c = nv; c < kend; ++c) st[c * mp + j] = 0.f;
+  }
+}
+
+void widen_scalar(const Half* src, std::int64_t stride, std::int64_t rows, std::int64_t hd, float* dst) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t d = 0; d < hd; ++d) dst[r * hd + d] = half_to_float(src[r * stride + d].bits);
+}
+
+#if defined(FUCINA_PA_AVX512)
+
+// fast_exp on 16 lanes: the same operations in the same order, so the same bits.
+inline __m512 exp16(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-104.f), x);  // (a > b ? a : b): NaN in b passes, as in fast_exp
+  x = _mm512_min_ps(_mm512_set1_ps(89.f), x);
+  const __m512 round = _mm512_set1_ps(12582912.f);
+  const __m512 t = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), round);
+  const __m512 n = _mm512_sub_ps(t, round);
+  const __m512i ni = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_castps_si512(round));
+  __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(0.693359375f)));
+  r = _mm512_sub_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(-2.12194440e-4f)));
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(1.3981999507e-3f));
+  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_add_ps(_mm512_mul_ps(y, _mm512_mul_ps(r, r)), r);
+  y = _mm512_add_ps(y, _mm512_set1_ps(1.f));
+  const __m512i n1 = _mm512_srai_epi32(ni, 1), n2 = _mm512_sub_epi32(ni, n1);
+  const __m512i bias = _mm512_set1_epi32(127);
+  const __m512 p1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+  const __m512 p2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+  return _mm512_mul_ps(_mm512_mul_ps(y, p1), p2);
+}
+
+template <int R, int NV>
+void gemm_tile(const float* a, std::int64_t ra, std::int64_t ka, const float* b, std::int64_t ldb, float* c,
+               std::int64_t ldc, std::int64_t kd, bool accumulate) {
+  __m512 s[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) s[r][v] = accumulate ? _mm512_loadu_ps(c + r * ldc + v * kLanes) : _mm512_setzero_ps();
+  for (std::int64_t k = 0; k < kd; ++k) {
+    __m512 bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + k * ldb + v * kLanes);
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r * ra + k * ka]);
+      for (int v = 0; v < NV; ++v) s[r][v] = _mm512_fmadd_ps(av, bv[v], s[r][v]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + r * ldc + v * kLanes, s[r][v]);
+}
+
+template <int R>
+void gemm_rows(std::int64_t nv, const float* a, std::int64_t ra, std::int64_t ka, const float* b, std::int64_t ldb,
+               float* c, std::int64_t ldc, std::int64_t kd, bool accumulate) {
+  switch (nv) {
+    case 1: return gemm_tile<R, 1>(a, ra, ka, b, ldb, c, ldc, kd, accumulate);
+    case 2: return gemm_tile<R, 2>(a, ra, ka, b, ldb, c, ldc, kd, accumulate);
+    case 3: return gemm_tile<R, 3>(a, ra, ka, b, ldb, c, ldc, kd, accumulate);
+    default: return gemm_tile<R, 4>(a, ra, ka, b, ldb, c, ldc, kd, accumulate);
+  }
+}
+
+// gemm_scalar for rows <= 6 and cols a multiple of 16, <= 64.
+void gemm_avx512(std::int64_t rows, std::int64_t cols, const float* a, std::int64_t ra, std::int64_t ka, const float* b,
+                 std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t kd, bool accumulate) {
+  FUCINA_ASSERT(rows >= 1 && rows <= kMaxRowBlock && cols % kLanes == 0 && cols >= kLanes && cols <= kMaxCols);
+  const std::int64_t nv = cols / kLanes;
+  switch (rows) {
+    case 1: return gemm_rows<1>(nv, a, ra, ka, b, ldb, c, ldc, kd, accumulate);
+    case 2: return gemm_rows<2>(nv, a, ra, ka, b, ldb, c, ldc, kd, accumulate);
+    case 3: return gemm_rows<3>(nv, a, ra, ka, b, ldb, c, ldc, kd, accumulate);
+    case 4: return gemm_rows<4>(nv, a, ra, ka, b, ldb, c, ldc, kd, accumulate);
+    case 5: return gemm_rows<5>(nv, a, ra, ka, b, ldb, c, ldc, kd, accumulate);
+    default: return gemm_rows<6>(nv, a, ra, ka, b, ldb, c, ldc, kd, accumulate);
+  }
+}
+
+// softmax_lanes_scalar for a full block of 16 lanes; per lane the same operations in the
+// same key order, so the same bits.
+void softmax_lanes_avx512(float* st, std::int64_t mp, const std::int32_t* vis, std::int64_t lanes, std::int64_t kend,
+                          float scale) {
+  FUCINA_ASSERT(lanes == kLanes);
+  const __m512i vv = _mm512_loadu_si512(vis);
+  const std::int64_t cmax = *std::max_element(vis, vis + kLanes);
+  const __m512 vs = _mm512_set1_ps(scale);
+  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (std::int64_t c = 0; c < cmax; ++c) {
+    const __mmask16 live = _mm512_cmpgt_epi32_mask(vv, _mm512_set1_epi32(static_cast<std::int32_t>(c)));
+    m = _mm512_mask_max_ps(m, live, m, _mm512_mul_ps(_mm512_loadu_ps(st + c * mp), vs));
+  }
+  __m512 sum = _mm512_setzero_ps();
+  for (std::int64_t c = 0; c < cmax; ++c) {
+    const __mmask16 live = _mm512_cmpgt_epi32_mask(vv, _mm512_set1_epi32(static_cast<std::int32_t>(c)));
+    const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(st + c * mp), vs);
+    const __m512 e = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(x, m)));
+    _mm512_storeu_ps(st + c * mp, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  const __mmask16 any = _mm512_cmpgt_epi32_mask(vv, _mm512_setzero_si512());
+  const __m512 inv = _mm512_maskz_div_ps(any, _mm512_set1_ps(1.f), sum);
+  for (std::int64_t c = 0; c < cmax; ++c) _mm512_storeu_ps(st + c * mp, _mm512_mul_ps(_mm512_loadu_ps(st + c * mp), inv));
+  for (std::int64_t c = cmax; c < kend; ++c) _mm512_storeu_ps(st + c * mp, _mm512_setzero_ps());
+}
+
+void widen_avx512(const Half* src, std::int64_t stride, std::int64_t rows, std::int64_t hd, float* dst) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::int64_t d = 0;
+    for (; d + kLanes <= hd; d += kLanes)
+      _mm512_storeu_ps(dst + r * hd + d,
+                       _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + r * stride + d))));
+    for (; d < hd; ++d) dst[r * hd + d] = half_to_float(src[r * stride + d].bits);
+  }
+}
+
+#endif  // FUCINA_PA_AVX512
+
+// The kernels of one arm; Simd needs hd % 16 == 0.
+template <bool Simd>
+struct Arm {
+  static void gemm(std::int64_t rows, std::int64_t cols, const float* a, std::int64_t ra, std::int64_t ka,
+                   const float* b, std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t kd, bool accumulate) {
+#if defined(FUCINA_PA_AVX512)
+    if constexpr (Simd) return gemm_avx512(rows, cols, a, ra, ka, b, ldb, c, ldc, kd, accumulate);
+#endif
+    gemm_scalar(rows, cols, a, ra, ka, b, ldb, c, ldc, kd, accumulate);
+  }
+  static void softmax(float* st, std::int64_t mp, const std::int32_t* vis, std::int64_t lanes, std::int64_t kend,
+                      float scale) {
+#if defined(FUCINA_PA_AVX512)
+    if constexpr (Simd) return softmax_lanes_avx512(st, mp, vis, lanes, kend, scale);
+#endif
+    softmax_lanes_scalar(st, mp, vis, lanes, kend, scale);
+  }
+  static void widen(const Half* src, std::int64_t stride, std::int64_t rows, std::int64_t hd, float* dst) {
+#if defined(FUCINA_PA_AVX512)
+    if constexpr (Simd) return widen_avx512(src, stride, rows, hd, dst);
+#endif
+    widen_scalar(src, stride, rows, hd, dst);
+  }
+};
+
+// Rows [k0, k0 + kn) of kv head h as f32 rows: the cache itself (f32) or a widened copy.
+template <bool Simd>
+const float* kv_rows(const RawTensor& t, std::int64_t h, std::int64_t k0, std::int64_t kn, std::int64_t hd,
+                     std::vector<float>& buf, std::int64_t& ld) {
+  const std::int64_t off = k0 * t.strides[0] + h * t.strides[1];
+  if (t.dtype == DType::f32) {
+    ld = t.strides[0];
+    return t.data<float>() + off;
+  }
+  ld = hd;
+  buf.resize(static_cast<std::size_t>(kn * hd));
+  Arm<Simd>::widen(t.data<Half>() + off, t.strides[0], kn, hd, buf.data());
+  return buf.data();
+}
+
+// Attention of query tile `tile` (rows i0..i1) against kv head h.
+template <bool Simd>
+void run_task(const Plan& p, std::int64_t h, std::int64_t tile, Scratch& s) {
+  using A = Arm<Simd>;
+  const std::int64_t hd = p.hd, grp = p.grp;
+  const std::int64_t i0 = tile * p.bq, i1 = std::min(p.n, i0 + p.bq);
+  const std::int64_t m = (i1 - i0) * grp, mp = round_up(m, kLanes), kend = p.n_past + i1;
+  const std::int64_t q_row = p.kvh * grp * hd;  // between tokens
+  s.qt.assign(static_cast<std::size_t>(hd * mp), 0.f);
+  s.vis.assign(static_cast<std::size_t>(mp), 0);
+  for (std::int64_t r = 0; r < m; ++r) {
+    const float* src = p.q + (i0 + r / grp) * q_row + (h * grp + r % grp) * hd;
+    for (std::int64_t d = 0; d < hd; ++d) s.qt[static_cast<std::size_t>(d * mp + r)] = src[d];
+    s.vis[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(p.n_past + i0 + r / grp + 1);
+  }
+  s.st.resize(static_cast<std::size_t>(round_up(kend, kKeyTile) * mp));
+  s.o.resize(static_cast<std::size_t>(mp * hd));
+  float* st = s.st.data();
+  std::int64_t ld = 0;
+
+  // Scores st[c][r] = q_r·k_c, for each key only from the lane vector holding its first viewer.
+  for (std::int64_t k0 = 0; k0 < kend; k0 += kKeyTile) {
+    const std::int64_t kn = std::min(kKeyTile, kend - k0);
+    const float* kb = kv_rows<Simd>(*p.keys, h, k0, kn, hd, s.kv, ld);
+    for (std::int64_t c0 = 0; c0 < kn; c0 += kMaxRowBlock) {
+      const std::int64_t rows = std::min(kMaxRowBlock, kn - c0), c = k0 + c0;
+      const std::int64_t first = std::max<std::int64_t>(0, (c - p.n_past - i0) * grp);  // vis[first] > c
+      for (std::int64_t col = first / kLanes * kLanes; col < mp; col += kMaxCols)
+        A::gemm(rows, std::min(kMaxCols, mp - col), kb + c0 * ld, ld, 1, s.qt.data() + col, mp, st + c * mp + col, mp,
+                hd, false);
+    }
+  }
+  for (std::int64_t l0 = 0; l0 < mp; l0 += kLanes) A::softmax(st + l0, mp, s.vis.data() + l0, kLanes, kend, p.scale);
+
+  // o[r] = Σ_c p[c][r]·v_c over the keys row block r sees (p is 0 past each row's own end).
+  for (std::int64_t k0 = 0; k0 < kend; k0 += kKeyTile) {
+    const std::int64_t kn = std::min(kKeyTile, kend - k0);
+    const float* vb = kv_rows<Simd>(*p.values, h, k0, kn, hd, s.kv, ld);
+    for (std::int64_t r0 = 0; r0 < m; r0 += kMaxRowBlock) {
+      const std::int64_t rows = std::min(kMaxRowBlock, m - r0);
+      const std::int64_t lim = s.vis[static_cast<std::size_t>(r0 + rows - 1)];
+      if (lim <= k0) continue;  // never at k0 = 0: every row sees key 0
+      for (std::int64_t d0 = 0; d0 < hd; d0 += kMaxCols)
+        A::gemm(rows, std::min(kMaxCols, hd - d0), st + k0 * mp + r0, 1, mp, vb + d0, ld, s.o.data() + r0 * hd + d0, hd,
+                std::min(kn, lim - k0), k0 > 0);
+    }
+  }
+  for (std::int64_t r = 0; r < m; ++r)
+    std::copy_n(s.o.data() + r * hd, hd, p.out + (i0 + r / grp) * q_row + (h * grp + r % grp) * hd);
+}
+
+Tensor<"seq", "kvh", "grp", "hd"> run(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q_in, const RawTensor& keys,
+                                      const RawTensor& values, std::int64_t n_past, float scale, bool simd) {
+  const auto q = contiguous(ctx, q_in);
+  const std::int64_t n = q.size<"seq">(), kvh = q.size<"kvh">(), grp = q.size<"grp">(), hd = q.size<"hd">();
+  FUCINA_CHECK(keys.rank == 3 && values.rank == 3, InvalidShape, "[prefill_attention] keys/values must be <kseq, kvh, hd>");
+  FUCINA_CHECK(keys.dtype == values.dtype && (keys.dtype == DType::f16 || keys.dtype == DType::f32), InvalidArgument,
+               "[prefill_attention] keys and values must both be f16 or both f32");
+  const std::int64_t n_kv = keys.shape[0];
+  FUCINA_CHECK(keys.shape[1] == kvh && keys.shape[2] == hd && values.shape[1] == kvh && values.shape[2] == hd &&
+                   values.shape[0] == n_kv,
+               ShapeMismatch, "[prefill_attention] q has {} kv heads of {} dims, keys {} of {}, values {} of {}", kvh, hd,
+               keys.shape[1], keys.shape[2], values.shape[1], values.shape[2]);
+  FUCINA_CHECK(n_past >= 0 && n_past + n <= n_kv, InvalidArgument, "[prefill_attention] {} past + {} new > {} keys",
+               n_past, n, n_kv);
+  FUCINA_CHECK(keys.strides[2] == 1 && values.strides[2] == 1, UnsupportedView,
+               "[prefill_attention] keys/values need contiguous head dims");
+  auto out = Tensor<"seq", "kvh", "grp", "hd">::empty(ctx, {n, kvh, grp, hd});
+  if (out.numel() == 0) return out;
+  Plan p;
+  p.q = q.data().data();
+  p.out = out.mutable_data().data();
+  p.keys = &keys;
+  p.values = &values;
+  p.n = n, p.kvh = kvh, p.grp = grp, p.hd = hd, p.n_past = n_past, p.scale = scale;
+  // ~64 query rows per task, fewer when the score block would outgrow L2.
+  p.bq = std::max<std::int64_t>(1, kTileRows / grp);
+  const std::int64_t row_bytes = round_up(n_past + n, kKeyTile) * static_cast<std::int64_t>(sizeof(float));
+  while (p.bq > 1 && row_bytes * round_up(p.bq * grp, kLanes) > kScoreBytes) p.bq /= 2;
+  const std::int64_t tiles = (n + p.bq - 1) / p.bq;
+#if defined(FUCINA_PA_AVX512)
+  simd = simd && hd % kLanes == 0;
+#else
+  simd = false;
+#endif
+  // Head by head, so neighbouring tasks reread the same K/V rows from cache; within a head
+  // later tiles (more keys) first, so the last tasks are short ones.
+  ctx.pool().parallel_for(tiles * kvh, [&](std::int64_t t) {
+    thread_local Scratch s;
+    const std::int64_t h = t / tiles, tile = tiles - 1 - t % tiles;
+    if (simd)
+      run_task<true>(p, h, tile, s);
+    else
+      run_task<false>(p, h, tile, s);
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor<"seq", "kvh", "grp", "hd"> prefill_attention(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q,
+                                                    const TensorT<DType::f16, "kseq", "kvh", "hd">& keys,
+                                                    const TensorT<DType::f16, "kseq", "kvh", "hd">& values,
+                                                    std::int64_t n_past, float scale) {
+  return run(ctx, q, keys.raw(), values.raw(), n_past, scale, true);
+}
+
+Tensor<"seq", "kvh", "grp", "hd"> prefill_attention(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q,
+                                                    const Tensor<"kseq", "kvh", "hd">& keys,
+                                                    const Tensor<"kseq", "kvh", "hd">& values, std::int64_t n_past,
+                                                    float scale) {
+  return run(ctx, q, keys.raw(), values.raw(), n_past, scale, true);
+}
+
+namespace detail {
+
+Tensor<"seq", "kvh", "grp", "hd"> prefill_attention_scalar(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q,
+                                                           const RawTensor& keys, const RawTensor& values,
+                                                           std::int64_t n_past, float scale) {
+  return run(ctx, q, keys, values, n_past, scale, false);
+}
+
+void fast_exp_rows(const float* x, float* y, std::int64_t n) {
+  std::int64_t i = 0;
+#if defined(FUCINA_PA_AVX512)
+  for (; i + kLanes <= n; i += kLanes) _mm512_storeu_ps(y + i, exp16(_mm512_loadu_ps(x + i)));
+#endif
+  for (; i < n; ++i) y[i] = fast_exp(x[i]);
+}
+
+}  // namespace detail
+
+}  // namespace fucina::model
