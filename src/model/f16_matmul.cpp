@@ -150,6 +150,9 @@ void block_tiled(const float* x, std::int64_t r0, std::int64_t r1, std::int64_t 
 
 }  // namespace
 
+// How far ahead of the row being multiplied a one-row product prefetches (as quant_matmul).
+constexpr std::int64_t kPrefetchBytes = 2048;
+
 void matmul_f16(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int64_t k, const Half* w,
                 std::int64_t w_stride, std::int64_t n_out, float* y, F16DotOrder order) {
   if (order == F16DotOrder::tiled && k % 16 == 0) {
@@ -169,9 +172,14 @@ void matmul_f16(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int6
   }
   // Small jobs run inline: waking workers costs more than a few thousand MACs.
   const std::int64_t grain = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, k * n_rows));
+  const Half* w_end = w + (n_out - 1) * w_stride + k;
   pool.parallel_range(n_out, grain, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t o = b; o < e; ++o) {
       const Half* wr = w + o * w_stride;
+      // Decode streams the weights from DRAM: request the bytes kPrefetchBytes ahead.
+      const auto* ahead = reinterpret_cast<const char*>(wr) + kPrefetchBytes;
+      if (n_rows == 1 && ahead + k * 2 <= reinterpret_cast<const char*>(w_end))
+        for (std::int64_t p = 0; p < k * 2; p += 64) __builtin_prefetch(ahead + p, 0, 0);
       for (std::int64_t r = 0; r < n_rows; ++r) y[r * n_out + o] = dot_f16(wr, x + r * k, k, order);
     }
   });
