@@ -14,6 +14,15 @@ namespace fucina::model {
 namespace {
 
 // GCC's _mm512_reduce_add_ps: halves, quarters, then (0+2)+(1+3).
+void round_span(const float* src, float* dst, std::int64_t n) {
+  std::int64_t i = 0;
+#if defined(FUCINA_F16_AVX512)
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+#endif
+  for (; i < n; ++i) dst[i] = half_to_float(float_to_half(src[i]));
+}
+
 float fold16(const float* l) {
   float t3[8], t6[4];
   for (int i = 0; i < 8; ++i) t3[i] = l[8 + i] + l[i];
@@ -23,8 +32,10 @@ float fold16(const float* l) {
 
 }  // namespace
 
-void round_to_f16(float* x, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) x[i] = half_to_float(float_to_half(x[i]));
+void round_to_f16(float* x, std::int64_t n) { round_span(x, x, n); }
+
+void round_to_f16(ThreadPool& pool, const float* src, float* dst, std::int64_t n) {
+  pool.parallel_range(n, 1 << 16, [&](std::int64_t b, std::int64_t e) { round_span(src + b, dst + b, e - b); });
 }
 
 float dot_f16_scalar(const Half* w, const float* x, std::int64_t k, F16DotOrder order) {
@@ -84,6 +95,26 @@ float dot_f16(const Half* w, const float* x, std::int64_t k, F16DotOrder order) 
 namespace {
 
 #if defined(FUCINA_F16_AVX512)
+// fold16 of 16 accumulators at once: every step adds the same pairs fold16 adds (halves,
+// then quarters, then (0+2), (1+3), then their sum), two accumulators per instruction.
+// out[a] = fold16(v[a]).
+inline void fold16x16(const __m512* v, float* out) {
+  __m512 p[8], q[4], r[2];
+  for (int k = 0; k < 8; ++k)  // lanes 0-7: v[2k]'s halves summed, 8-15: v[2k+1]'s
+    p[k] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0x44), _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0xEE));
+  for (int m = 0; m < 4; ++m)  // quarter j: accumulator 4m + j's four quarter sums
+    q[m] = _mm512_add_ps(_mm512_shuffle_f32x4(p[2 * m], p[2 * m + 1], 0x88), _mm512_shuffle_f32x4(p[2 * m], p[2 * m + 1], 0xDD));
+  for (int n = 0; n < 2; ++n)  // quarter j: (0+2), (1+3) of accumulators 8n + j and 8n + 4 + j
+    r[n] = _mm512_add_ps(_mm512_shuffle_ps(q[2 * n], q[2 * n + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(q[2 * n], q[2 * n + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 f = _mm512_add_ps(_mm512_shuffle_ps(r[0], r[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(r[0], r[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  alignas(64) float lanes[16];  // lane 4j + t holds accumulator 4t + j
+  _mm512_store_ps(lanes, f);
+  for (int j = 0; j < 4; ++j)
+    for (int t = 0; t < 4; ++t) out[4 * t + j] = lanes[4 * j + t];
+}
+
 // An RM x RN tile of tiled-order dots: x rows i (f32, already f16-rounded) against w rows j
 // (f16), one 16-lane accumulator per output over k ascending, folded like dot_f16 --
 // so every output has exactly the bits of dot_f16(w_j, x_i, k, tiled) (Note [f16 summation
@@ -103,12 +134,16 @@ void tile_tiled(const float* x, std::int64_t ldx, const Half* w, std::int64_t ld
       for (int j = 0; j < RN; ++j) acc[i][j] = _mm512_fmadd_ps(b[j], a, acc[i][j]);
     }
   }
-  alignas(64) float lanes[16];
+  // Fold 16 accumulators at a time, vectorized with fold16's exact pairings.
+  constexpr int kN = RM * RN, kGroups = (kN + 15) / 16;
+  __m512 v[kGroups * 16];
   for (int i = 0; i < RM; ++i)
-    for (int j = 0; j < RN; ++j) {
-      _mm512_store_ps(lanes, acc[i][j]);
-      y[i * ldy + j] = fold16(lanes);
-    }
+    for (int j = 0; j < RN; ++j) v[i * RN + j] = acc[i][j];
+  for (int a = kN; a < kGroups * 16; ++a) v[a] = _mm512_setzero_ps();
+  alignas(64) float sums[kGroups * 16];
+  for (int g = 0; g < kGroups; ++g) fold16x16(v + 16 * g, sums + 16 * g);
+  for (int i = 0; i < RM; ++i)
+    for (int j = 0; j < RN; ++j) y[i * ldy + j] = sums[i * RN + j];
 }
 
 constexpr int kTileRows = 4, kTileCols = 6;

@@ -23,6 +23,8 @@ enum class F16DotOrder { tiled, vec };
 
 // x[i] <- f32(f16(x[i])), round to nearest even.
 void round_to_f16(float* x, std::int64_t n);
+// dst[i] = f32(f16(src[i])) for n elements, split over the pool for big inputs (prompts).
+void round_to_f16(ThreadPool& pool, const float* src, float* dst, std::int64_t n);
 
 // dot(w[0..k), x[0..k)) with w in f16; the SIMD arm when compiled in, else the scalar one.
 float dot_f16(const Half* w, const float* x, std::int64_t k, F16DotOrder order);

@@ -63,9 +63,11 @@ Tensor<R, Out> dot(Context& ctx, const Tensor<R, C>& x, const Weight<Out, C>& w)
   FUCINA_CHECK(wr.shape[1] == k, ShapeMismatch, "[dot] contracted axis '{}' is {} on the left, {} on the right",
                C.view(), k, wr.shape[1]);
   FUCINA_ASSERT(wr.strides[1] == 1);
-  auto xr = clone(ctx, x);  // rounded to f16 below (Note [f16 activations])
+  // x rounded to f16 (Note [f16 activations]) in one pass.
+  const auto xc = contiguous(ctx, x);
+  auto xr = Tensor<R, C>::empty(ctx, {n, k});
   float* xp = xr.mutable_data().data();
-  round_to_f16(xp, xr.numel());
+  round_to_f16(ctx.pool(), xc.data().data(), xp, n * k);
   auto y = Tensor<R, Out>::empty(ctx, {n, n_out});
   // tinyBLAS only runs for >= 2 activation rows (llamafile_sgemm returns early for one:
   // decode, the output head) and only takes k % 16 == 0, rows % 4 == 0; else ggml_vec_dot_f16.
