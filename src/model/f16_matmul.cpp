@@ -220,4 +220,31 @@ void matmul_f16(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int6
   });
 }
 
+void dot_f16_vec_rows(const Half* w, std::int64_t w_stride, const float* x, std::int64_t k, std::int64_t n, float* out) {
+  std::int64_t j = 0;
+#if defined(FUCINA_F16_AVX512)
+  if (k % 64 == 0) {  // no double tail: the folded f32 sum is the result
+    for (; j + 16 <= n; j += 16) {
+      __m512 v[16];
+      for (int r = 0; r < 16; ++r) {
+        const Half* wr = w + (j + r) * w_stride;
+        const auto load_w = [&](std::int64_t i) {
+          return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr + i)));
+        };
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (std::int64_t i = 0; i < k; i += 64) {
+          a0 = _mm512_fmadd_ps(load_w(i), _mm512_loadu_ps(x + i), a0);
+          a1 = _mm512_fmadd_ps(load_w(i + 16), _mm512_loadu_ps(x + i + 16), a1);
+          a2 = _mm512_fmadd_ps(load_w(i + 32), _mm512_loadu_ps(x + i + 32), a2);
+          a3 = _mm512_fmadd_ps(load_w(i + 48), _mm512_loadu_ps(x + i + 48), a3);
+        }
+        v[r] = _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
+      }
+      fold16x16(v, out + j);
+    }
+  }
+#endif
+  for (; j < n; ++j) out[j] = dot_f16(w + j * w_stride, x, k, F16DotOrder::vec);
+}
+
 }  // namespace fucina::model

@@ -119,10 +119,9 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor
     for (std::int64_t d = 0; d < hd; ++d) qh[static_cast<std::size_t>(d)] = round_half(qp[r * hd + d]);
     // The scores do not depend on the running output: all of them first (independent dots
     // overlap), then the sequential f16 accumulation.
-    for (std::int64_t j = 0; j < n_seen; ++j) {
-      // ggml_vec_dot_f16 on the f16 query: its 64-blocks in f32 lanes, the rest in double.
-      scores[static_cast<std::size_t>(j)] = dot_f16(kp + j * kr.strides[0] + h * kr.strides[1], qh.data(), hd, F16DotOrder::vec) * scale;
-    }
+    // ggml_vec_dot_f16 on the f16 query: its 64-blocks in f32 lanes, the rest in double.
+    dot_f16_vec_rows(kp + h * kr.strides[1], kr.strides[0], qh.data(), hd, n_seen, scores.data());
+    for (float& sc : scores) sc *= scale;
     const Half* v0 = vp + h * vr.strides[1];
     float* o = op + r * hd;
 #if defined(FUCINA_FA_AVX512)

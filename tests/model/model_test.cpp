@@ -45,6 +45,18 @@ TEST(F16Dot, SimdMatchesScalarBitExact) {
   }
 }
 
+// The batched score dots fold 16 rows at a time; each must keep dot_f16's bits.
+TEST(F16Dot, VecRowsMatchDotBitExact) {
+  for (std::int64_t k : {64, 128, 96}) {
+    const std::int64_t n = 37, stride = k + 8;
+    const auto w = rand_half(static_cast<std::size_t>(n * stride), 31 + k);
+    const auto x = rand_f16_exact(static_cast<std::size_t>(k), 32 + k);
+    std::vector<float> out(n);
+    dot_f16_vec_rows(w.data(), stride, x.data(), k, n, out.data());
+    for (std::int64_t j = 0; j < n; ++j) EXPECT_EQ(out[j], dot_f16(w.data() + j * stride, x.data(), k, F16DotOrder::vec)) << "k=" << k << " row " << j;
+  }
+}
+
 // The register-tiled matmul must give every output the exact bits of the tiled dot, for
 // shapes that leave partial tiles on both sides and for any thread count.
 TEST(F16Dot, TiledMatmulMatchesDotBitExact) {
