@@ -89,7 +89,7 @@ class Loader {
     if (auto q = quantized_rows(name, 0, out, in)) {
       if (pack && options_.repack && quant::packed_fast_arm_compiled() && quant::packable(q->type, q->cols))
         q->packed = std::make_shared<const quant::PackedMatrix>(
-            quant::pack_matrix(q->type, q->data, q->rows, q->cols, q->row_bytes, &pool_));
+            quant::pack_matrix(q->type, q->data, q->rows, q->cols, q->row_bytes, &pool_, &arena_));
       if (q->packed != nullptr) f_.release_pages({q->data, static_cast<std::size_t>(q->rows * q->row_bytes)});
       return Weight<Out, In>(std::move(*q));
     }
@@ -125,6 +125,7 @@ class Loader {
   const gguf::Reader& f_;
   WeightOptions options_;
   ThreadPool pool_;  // packs the matrices
+  quant::PackedArena arena_;
   std::vector<std::string> missing_;
 };
 

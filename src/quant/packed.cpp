@@ -1,6 +1,8 @@
 #include "fucina/quant/packed.hpp"
 
 #include <cstdlib>
+
+#include <sys/mman.h>
 #include <vector>
 
 #include "fucina/core/error.hpp"
@@ -34,16 +36,41 @@ bool q8_0_paired(QuantType type) { return type_traits(type).vec_dot_type == Quan
 
 }  // namespace
 
-void PackedMatrix::Free::operator()(std::byte* p) const { std::free(p); }
+namespace {
 
-PackedMatrix::PackedMatrix(QuantType type, std::int64_t rows, std::int64_t cols)
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+constexpr std::size_t kRegionBytes = std::size_t{32} << 20;
+
+std::shared_ptr<std::byte> aligned_block(std::size_t bytes, std::size_t align) {
+  bytes = (bytes + align - 1) / align * align;
+  auto* p = static_cast<std::byte*>(std::aligned_alloc(align, bytes));
+  FUCINA_CHECK(p != nullptr, Internal, "[pack] out of memory for {} bytes", bytes);
+  if (align == kHugePage) (void)::madvise(p, bytes, MADV_HUGEPAGE);  // advice: 4 KiB pages still work
+  return {p, [](std::byte* q) { std::free(q); }};
+}
+
+}  // namespace
+
+std::shared_ptr<std::byte> PackedArena::allocate(std::size_t bytes) {
+  bytes = (bytes + 63) / 64 * 64;
+  if (bytes > kRegionBytes / 4) return aligned_block(bytes, kHugePage);  // big: a region of its own
+  if (region_ == nullptr || used_ + bytes > size_) {
+    region_ = aligned_block(kRegionBytes, kHugePage);
+    used_ = 0;
+    size_ = kRegionBytes;
+  }
+  std::shared_ptr<std::byte> part(region_, region_.get() + used_);  // shares the region's lifetime
+  used_ += bytes;
+  return part;
+}
+
+PackedMatrix::PackedMatrix(QuantType type, std::int64_t rows, std::int64_t cols, PackedArena* arena)
     : type_(type), rows_(rows), cols_(cols), group_bytes_(format_of(type).group_bytes(cols)) {
   FUCINA_CHECK(rows > 0 && packable(type, cols), InvalidArgument, "[pack] cannot pack {} rows of {} {} elements", rows,
                cols, type_traits(type).name);
   FUCINA_ASSERT(group_bytes_ % 64 == 0);
   const auto total = static_cast<std::size_t>(groups() * group_bytes_);
-  data_.reset(static_cast<std::byte*>(std::aligned_alloc(64, total)));
-  FUCINA_CHECK(data_ != nullptr, Internal, "[pack] out of memory for {} bytes", total);
+  data_ = arena != nullptr ? arena->allocate(total) : aligned_block(total, 64);
 }
 
 bool packable(QuantType type, std::int64_t cols) {
@@ -53,8 +80,8 @@ bool packable(QuantType type, std::int64_t cols) {
 }
 
 PackedMatrix pack_matrix(QuantType type, const std::byte* data, std::int64_t rows, std::int64_t cols,
-                         std::int64_t row_bytes, ThreadPool* pool) {
-  PackedMatrix m(type, rows, cols);
+                         std::int64_t row_bytes, ThreadPool* pool, PackedArena* arena) {
+  PackedMatrix m(type, rows, cols, arena);
   FUCINA_CHECK(row_bytes == quant::row_bytes(type, cols), InvalidArgument, "[pack] {} rows of {} elements are {} bytes, not {}",
                type_traits(type).name, cols, quant::row_bytes(type, cols), row_bytes);
   const PackedFormat& f = format_of(type);
