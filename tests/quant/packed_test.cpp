@@ -126,6 +126,29 @@ TEST_P(PackedTest, IntegerPartIsExact) {
 INSTANTIATE_TEST_SUITE_P(Formats, PackedTest, ::testing::Values(QuantType::Q8_0, QuantType::Q4_0),
                          [](const auto& info) { return std::string(type_traits(info.param).name); });
 
+// Matrices carved from one arena region: aligned, disjoint, and alive after the arena goes.
+TEST(Packed, ArenaCarvesAlignedDisjointBlocksThatOutliveIt) {
+  const std::int64_t rows = 40, cols = 256;
+  const Case c = make_case(QuantType::Q4_0, rows, cols, 2, 9);
+  const PackedMatrix alone = pack_matrix(QuantType::Q4_0, c.weights.data(), rows, cols, row_bytes(QuantType::Q4_0, cols));
+  std::vector<PackedMatrix> ms;
+  {
+    PackedArena arena;
+    for (int i = 0; i < 3; ++i)
+      ms.push_back(pack_matrix(QuantType::Q4_0, c.weights.data(), rows, cols, row_bytes(QuantType::Q4_0, cols), nullptr, &arena));
+    auto big = arena.allocate(std::size_t{20} << 20);  // past a quarter region: its own block
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(big.get()) % (std::uintptr_t{2} << 20), 0u);
+  }
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    const auto* p = ms[i].group(0);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u);
+    if (i > 0) {
+      EXPECT_GE(p, ms[i - 1].group(0) + ms[i - 1].bytes()) << "blocks overlap";
+    }
+    ASSERT_EQ(std::memcmp(p, alone.group(0), static_cast<std::size_t>(alone.bytes())), 0);
+  }
+}
+
 TEST(Packed, RejectsWhatItCannotPack) {
   EXPECT_FALSE(packable(QuantType::Q5_1, 256));
   EXPECT_FALSE(packable(QuantType::Q8_0, 48));
