@@ -12,6 +12,7 @@
 #include "fucina/quant/blocks_legacy.hpp"
 #include "fucina/quant/fp16.hpp"
 #include "packed_formats.hpp"
+#include "packed_tiles.hpp"
 
 #if !defined(FUCINA_SCALAR) && defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #define FUCINA_PACKED_AVX512 1
@@ -166,30 +167,13 @@ void tile_avx512(const std::byte* quants, const f16_bits* scales, std::int64_t n
 template <int QuantBytes, int Offset, class Chunks>
 void kernel_avx512(const PackedMatrix& w, std::int64_t g0, std::int64_t g1, const std::byte* act, std::int64_t n_act,
                    float* y, std::int64_t ldy) {
-  constexpr int kTile = 4;
   const std::int64_t nb = w.cols() / 32;
-  const std::int64_t act_stride = nb * static_cast<std::int64_t>(sizeof(PackedActQ8));
-  for (std::int64_t g = g0; g < g1; ++g) {
-    const std::byte* quants = w.group(g);
-    const auto* scales = reinterpret_cast<const f16_bits*>(quants + nb * QuantBytes);
-    const std::int64_t valid = std::min<std::int64_t>(kPackRows, w.rows() - g * kPackRows);
-    const auto mask = static_cast<__mmask16>(valid >= kPackRows ? 0xffffu : (1u << valid) - 1u);
-    for (std::int64_t i0 = 0; i0 < n_act; i0 += kTile) {
-      const PackedActQ8* a[kTile];
-      float* out[kTile];
-      const int t = static_cast<int>(std::min<std::int64_t>(kTile, n_act - i0));
-      for (int i = 0; i < t; ++i) {
-        a[i] = reinterpret_cast<const PackedActQ8*>(act + (i0 + i) * act_stride);
-        out[i] = y + (i0 + i) * ldy + g * kPackRows;
-      }
-      switch (t) {
-        case 4: tile_avx512<QuantBytes, Offset, Chunks, 4>(quants, scales, nb, a, out, mask); break;
-        case 3: tile_avx512<QuantBytes, Offset, Chunks, 3>(quants, scales, nb, a, out, mask); break;
-        case 2: tile_avx512<QuantBytes, Offset, Chunks, 2>(quants, scales, nb, a, out, mask); break;
-        default: tile_avx512<QuantBytes, Offset, Chunks, 1>(quants, scales, nb, a, out, mask); break;
-      }
-    }
-  }
+  for_each_act_tile<PackedActQ8>(w, g0, g1, act, nb * static_cast<std::int64_t>(sizeof(PackedActQ8)), n_act, y, ldy,
+                                 [&](auto t, std::int64_t g, const PackedActQ8* const* a, float* const* out, std::uint16_t mask) {
+                                   const std::byte* quants = w.group(g);
+                                   const auto* scales = reinterpret_cast<const f16_bits*>(quants + nb * QuantBytes);
+                                   tile_avx512<QuantBytes, Offset, Chunks, decltype(t)::value>(quants, scales, nb, a, out, mask);
+                                 });
 }
 
 #endif

@@ -25,6 +25,7 @@
 #include "fucina/quant/fp16.hpp"
 #include "fucina/quant/k_quants.hpp"
 #include "packed_formats.hpp"
+#include "packed_tiles.hpp"
 
 #if !defined(FUCINA_SCALAR) && defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #define FUCINA_PACKED_AVX512 1
@@ -180,28 +181,11 @@ void tile_q4_K(const std::byte* group, std::int64_t nsb, const BlockQ8_K* const*
 
 void kernel_avx512_q4_K(const PackedMatrix& w, std::int64_t g0, std::int64_t g1, const std::byte* act,
                         std::int64_t n_act, float* y, std::int64_t ldy) {
-  constexpr int kTile = 4;
   const std::int64_t nsb = w.cols() / kQK_K;
-  const std::int64_t act_stride = nsb * static_cast<std::int64_t>(sizeof(BlockQ8_K));
-  for (std::int64_t g = g0; g < g1; ++g) {
-    const std::int64_t valid = std::min<std::int64_t>(kPackRows, w.rows() - g * kPackRows);
-    const auto mask = static_cast<__mmask16>(valid >= kPackRows ? 0xffffu : (1u << valid) - 1u);
-    for (std::int64_t i0 = 0; i0 < n_act; i0 += kTile) {
-      const BlockQ8_K* a[kTile];
-      float* out[kTile];
-      const int t = static_cast<int>(std::min<std::int64_t>(kTile, n_act - i0));
-      for (int i = 0; i < t; ++i) {
-        a[i] = reinterpret_cast<const BlockQ8_K*>(act + (i0 + i) * act_stride);
-        out[i] = y + (i0 + i) * ldy + g * kPackRows;
-      }
-      switch (t) {
-        case 4: tile_q4_K<4>(w.group(g), nsb, a, out, mask); break;
-        case 3: tile_q4_K<3>(w.group(g), nsb, a, out, mask); break;
-        case 2: tile_q4_K<2>(w.group(g), nsb, a, out, mask); break;
-        default: tile_q4_K<1>(w.group(g), nsb, a, out, mask); break;
-      }
-    }
-  }
+  for_each_act_tile<BlockQ8_K>(w, g0, g1, act, nsb * static_cast<std::int64_t>(sizeof(BlockQ8_K)), n_act, y, ldy,
+                               [&](auto t, std::int64_t g, const BlockQ8_K* const* a, float* const* out, std::uint16_t mask) {
+                                 tile_q4_K<decltype(t)::value>(w.group(g), nsb, a, out, mask);
+                               });
 }
 
 #endif

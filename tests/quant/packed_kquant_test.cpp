@@ -14,45 +14,13 @@
 #include "fucina/quant/packed.hpp"
 #include "fucina/quant/traits.hpp"
 #include "fucina/quant/vec_dot.hpp"
+#include "packed_case.hpp"
 
 namespace fucina::quant::test {
 namespace {
 
-struct Case {
-  std::vector<std::byte> weights, acts;  // ggml rows; Q8_K activation rows (both kernels read them)
-  std::vector<float> wf, af;             // decoded values, for error bounds
-  std::int64_t rows = 0, cols = 0, n_act = 0;
-};
-
-// Weights through our reference encoders, activations through the Q8_K activation encoder.
-Case make_case(QuantType t, std::int64_t rows, std::int64_t cols, std::int64_t n_act, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> g(0.f, 1.f);
-  Case c;
-  c.rows = rows;
-  c.cols = cols;
-  c.n_act = n_act;
-  const std::int64_t wb = row_bytes(t, cols), ab = packed_act_bytes(t, cols);
-  EXPECT_EQ(ab, row_bytes(QuantType::Q8_K, cols));
-  c.weights.resize(static_cast<std::size_t>(rows * wb));
-  c.acts.resize(static_cast<std::size_t>(n_act * ab));
-  c.wf.resize(static_cast<std::size_t>(rows * cols));
-  c.af.resize(static_cast<std::size_t>(n_act * cols));
-  std::vector<float> x(static_cast<std::size_t>(cols));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    // A per-row offset gives Q4_K non-trivial mins; some rows span a wide range.
-    const float offset = static_cast<float>(r % 5) - 2.f, spread = 1.f + static_cast<float>(r % 7);
-    for (float& v : x) v = offset + g(rng) * spread;
-    quantize_row(t, x.data(), c.weights.data() + r * wb, cols);
-    dequantize_row(t, c.weights.data() + r * wb, c.wf.data() + r * cols, cols);
-  }
-  for (std::int64_t i = 0; i < n_act; ++i) {
-    for (float& v : x) v = g(rng);
-    quantize_packed_act(t, x.data(), c.acts.data() + i * ab, cols);
-    dequantize_row(QuantType::Q8_K, c.acts.data() + i * ab, c.af.data() + i * cols, cols);
-  }
-  return c;
-}
+using Case = PackedCase;
+constexpr auto make_case = make_packed_case;
 
 constexpr float kFill = -7.f;
 
@@ -88,6 +56,7 @@ TEST_P(PackedKQuantTest, ArmsAgreeAndMatchOneRowDots) {
       const std::int64_t rows = 40;  // two full groups and a partial one
       const Case c = make_case(t, rows, cols, n_act, static_cast<unsigned>(cols * 31 + n_act));
       const std::int64_t wb = row_bytes(t, cols), ab = row_bytes(QuantType::Q8_K, cols);
+      ASSERT_EQ(c.acts, c.dot_acts) << "K formats read ggml's Q8_K rows as they are";
       const PackedMatrix m = pack_matrix(t, c.weights.data(), rows, cols, wb);
       ASSERT_EQ(m.groups(), 3);
       const auto ref = run(packed_kernel(DotArm::Scalar, t), m, c, 0, m.groups());
@@ -102,7 +71,7 @@ TEST_P(PackedKQuantTest, ArmsAgreeAndMatchOneRowDots) {
         for (std::int64_t o = 0; o < rows; ++o) {
           double mag = 0;
           for (std::int64_t k = 0; k < cols; ++k) mag += std::fabs(c.wf[o * cols + k] * c.af[i * cols + k]);
-          const float want = dot(cols, c.weights.data() + o * wb, c.acts.data() + i * ab);
+          const float want = dot(cols, c.weights.data() + o * wb, c.dot_acts.data() + i * ab);
           EXPECT_NEAR(ref[i * (rows + 3) + o], want, 1e-5 * mag + 1e-30) << "row " << o << " act " << i;
         }
     }
