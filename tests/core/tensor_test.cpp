@@ -1,6 +1,9 @@
 // Construction, data access, views and the counter-based RNG.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <vector>
+
 #include "fucina/fucina.hpp"
 
 using namespace fucina;
@@ -112,6 +115,23 @@ TEST(Views, ViewOutlivesParent) {
   EXPECT_EQ(ctx.buffers().stats().outstanding, 1u);
   view = Tensor<"c">();
   EXPECT_EQ(ctx.buffers().stats().outstanding, 0u);
+}
+
+// Long contiguous f32 -> f16 copies take a vectorized, pool-split path: it must round
+// exactly like the per-element conversion (nearest even, subnormals, overflow to inf).
+TEST(Dtypes, LongHalfConversionMatchesElementwise) {
+  Context ctx({.threads = 2});
+  const std::int64_t n = 100003;
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float mag = std::ldexp(1.f + static_cast<float>(i % 2048) / 2048.f, static_cast<int>(i % 48) - 30);
+    v[static_cast<std::size_t>(i)] = (i % 3 == 0 ? -mag : mag) * (i % 101 == 0 ? 70000.f : 1.f);
+  }
+  v[7] = 1.f + 1.f / 2048.f;  // a tie: rounds to even
+  const auto h = Tensor<"i">::from_data(ctx, {n}, v).to<DType::f16>(ctx);
+  const Half* got = h.raw().data<Half>();
+  for (std::int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(got[i].bits, float_to_half(v[static_cast<std::size_t>(i)])) << "element " << i << " = " << v[static_cast<std::size_t>(i)];
 }
 
 TEST(Dtypes, HalfAndBFloat16Storage) {

@@ -8,6 +8,9 @@
 #include "fucina/core/error.hpp"
 #include "fucina/core/raw/strided.hpp"
 
+#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #if !defined(FUCINA_SCALAR)
 #include <xsimd/xsimd.hpp>
 #define FUCINA_ELEMENTWISE_SIMD 1
@@ -16,6 +19,17 @@
 namespace fucina::raw {
 
 namespace {
+
+// f32 -> f16, nearest even (what store_from_float<Half> does one element at a time).
+void f32_to_f16_run(const float* s, Half* d, std::int64_t n) {
+  std::int64_t i = 0;
+#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i),
+                        _mm512_cvtps_ph(_mm512_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+  for (; i < n; ++i) d[i] = Half{float_to_half(s[i])};
+}
 
 // Each op is written once over V = float or an xsimd batch, so the scalar twin and the
 // SIMD arm share their formula (they differ only in libm vs xsimd polynomials).
@@ -287,6 +301,13 @@ void copy(Context& ctx, const RawTensor& src, RawTensor& dst) {
           std::memcpy(d + i * sd * static_cast<std::int64_t>(esd), s + i * ss * static_cast<std::int64_t>(ess), esd);
       }
     });
+    return;
+  }
+  if (l.rank == 1 && sd == 1 && ss == 1 && src.dtype == DType::f32 && dst.dtype == DType::f16) {
+    // One contiguous run (a KV-cache store): vectorized and split over the pool.
+    const auto* s = reinterpret_cast<const float*>(sbase);
+    auto* d = reinterpret_cast<Half*>(dbase);
+    ctx.pool().parallel_range(l.shape[0], 1 << 15, [&](std::int64_t b, std::int64_t e) { f32_to_f16_run(s + b, d + b, e - b); });
     return;
   }
   visit_dtype(src.dtype, [&](auto s_tag) {
