@@ -61,29 +61,38 @@ float dot_f16_scalar(const Half* w, const float* x, std::int64_t k, F16DotOrder 
   return static_cast<float>(s);
 }
 
+#if defined(FUCINA_F16_AVX512)
+namespace {
+
+__m512 load_f16x16(const Half* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+
+// ggml_vec_dot_f16's lanes over the first np (a multiple of 64) elements: four accumulators
+// over 64-blocks, combined (0+2) + (1+3); fold16 of the result is the f32 part of the dot.
+__m512 vec_order_lanes(const Half* w, const float* x, std::int64_t np) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (std::int64_t i = 0; i < np; i += 64) {
+    a0 = _mm512_fmadd_ps(load_f16x16(w + i), _mm512_loadu_ps(x + i), a0);
+    a1 = _mm512_fmadd_ps(load_f16x16(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
+    a2 = _mm512_fmadd_ps(load_f16x16(w + i + 32), _mm512_loadu_ps(x + i + 32), a2);
+    a3 = _mm512_fmadd_ps(load_f16x16(w + i + 48), _mm512_loadu_ps(x + i + 48), a3);
+  }
+  return _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
+}
+
+}  // namespace
+#endif
+
 float dot_f16(const Half* w, const float* x, std::int64_t k, F16DotOrder order) {
 #if defined(FUCINA_F16_AVX512)
-  const auto load_w = [&](std::int64_t i) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i)));
-  };
   alignas(64) float lanes[16];
   if (order == F16DotOrder::tiled && k % 16 == 0) {
     __m512 acc = _mm512_setzero_ps();
-    for (std::int64_t i = 0; i < k; i += 16) acc = _mm512_fmadd_ps(load_w(i), _mm512_loadu_ps(x + i), acc);
+    for (std::int64_t i = 0; i < k; i += 16) acc = _mm512_fmadd_ps(load_f16x16(w + i), _mm512_loadu_ps(x + i), acc);
     _mm512_store_ps(lanes, acc);
     return fold16(lanes);
   }
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   const std::int64_t np = k & ~std::int64_t{63};
-  for (std::int64_t i = 0; i < np; i += 64) {
-    a0 = _mm512_fmadd_ps(load_w(i), _mm512_loadu_ps(x + i), a0);
-    a1 = _mm512_fmadd_ps(load_w(i + 16), _mm512_loadu_ps(x + i + 16), a1);
-    a2 = _mm512_fmadd_ps(load_w(i + 32), _mm512_loadu_ps(x + i + 32), a2);
-    a3 = _mm512_fmadd_ps(load_w(i + 48), _mm512_loadu_ps(x + i + 48), a3);
-  }
-  a0 = _mm512_add_ps(a0, a2);
-  a1 = _mm512_add_ps(a1, a3);
-  _mm512_store_ps(lanes, _mm512_add_ps(a0, a1));
+  _mm512_store_ps(lanes, vec_order_lanes(w, x, np));
   double s = fold16(lanes);
   for (std::int64_t i = np; i < k; ++i) s += static_cast<double>(half_to_float(w[i].bits) * x[i]);
   return static_cast<float>(s);
@@ -128,7 +137,7 @@ void tile_tiled(const float* x, std::int64_t ldx, const Half* w, std::int64_t ld
   for (std::int64_t p = 0; p < k; p += 16) {
     __m512 b[RN];
     for (int j = 0; j < RN; ++j)
-      b[j] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + j * ldw + p)));
+      b[j] = load_f16x16(w + j * ldw + p);
     for (int i = 0; i < RM; ++i) {
       const __m512 a = _mm512_loadu_ps(x + i * ldx + p);
       for (int j = 0; j < RN; ++j) acc[i][j] = _mm512_fmadd_ps(b[j], a, acc[i][j]);
@@ -226,20 +235,7 @@ void dot_f16_vec_rows(const Half* w, std::int64_t w_stride, const float* x, std:
   if (k % 64 == 0) {  // no double tail: the folded f32 sum is the result
     for (; j + 16 <= n; j += 16) {
       __m512 v[16];
-      for (int r = 0; r < 16; ++r) {
-        const Half* wr = w + (j + r) * w_stride;
-        const auto load_w = [&](std::int64_t i) {
-          return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr + i)));
-        };
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (std::int64_t i = 0; i < k; i += 64) {
-          a0 = _mm512_fmadd_ps(load_w(i), _mm512_loadu_ps(x + i), a0);
-          a1 = _mm512_fmadd_ps(load_w(i + 16), _mm512_loadu_ps(x + i + 16), a1);
-          a2 = _mm512_fmadd_ps(load_w(i + 32), _mm512_loadu_ps(x + i + 32), a2);
-          a3 = _mm512_fmadd_ps(load_w(i + 48), _mm512_loadu_ps(x + i + 48), a3);
-        }
-        v[r] = _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
-      }
+      for (int r = 0; r < 16; ++r) v[r] = vec_order_lanes(w + (j + r) * w_stride, x, k);
       fold16x16(v, out + j);
     }
   }

@@ -11,7 +11,7 @@
 namespace fucina::model {
 
 Model::Model(gguf::Reader file, const LoadOptions& options)
-    : file_(std::move(file)), config_(read_config(file_)), weights_(load_weights(file_, config_, {.fast_prefill = options.fast_prefill, .repack = options.repack})) {}
+    : file_(std::move(file)), config_(read_config(file_)), weights_(load_weights(file_, config_, options)) {}
 
 Model Model::load(const std::filesystem::path& path, const LoadOptions& options) {
   return Model(gguf::Reader::open(path), options);

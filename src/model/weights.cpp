@@ -17,7 +17,7 @@ namespace {
 // Resolves tensors by name, remembering every missing one so the error lists them all.
 class Loader {
  public:
-  Loader(const gguf::Reader& f, const WeightOptions& options) : f_(f), options_(options) {}
+  Loader(const gguf::Reader& f, const LoadOptions& options) : f_(f), options_(options) {}
 
   // The tensor as a RawTensor of shape `shape` (outermost first), borrowed from the mmap.
   // Returns an empty RawTensor when absent (recorded when required).
@@ -87,10 +87,11 @@ class Loader {
   // pack: the matrix is multiplied (not only gathered from), so repacking pays.
   Weight<Out, In> matrix(const std::string& name, std::int64_t out, std::int64_t in, bool required = true, bool pack = true) {
     if (auto q = quantized_rows(name, 0, out, in)) {
-      if (pack && options_.repack && quant::packed_fast_arm_compiled() && quant::packable(q->type, q->cols))
+      if (pack && options_.repack && quant::packed_fast_arm_compiled() && quant::packable(q->type, q->cols)) {
         q->packed = std::make_shared<const quant::PackedMatrix>(
             quant::pack_matrix(q->type, q->data, q->rows, q->cols, q->row_bytes, &pool_, &arena_));
-      if (q->packed != nullptr) f_.release_pages({q->data, static_cast<std::size_t>(q->rows * q->row_bytes)});
+        f_.release_pages({q->data, static_cast<std::size_t>(q->rows * q->row_bytes)});
+      }
       return Weight<Out, In>(std::move(*q));
     }
     RawTensor r = raw(name, {out, in}, required);
@@ -123,7 +124,7 @@ class Loader {
 
  private:
   const gguf::Reader& f_;
-  WeightOptions options_;
+  LoadOptions options_;
   ThreadPool pool_;  // packs the matrices
   quant::PackedArena arena_;
   std::vector<std::string> missing_;
@@ -131,7 +132,7 @@ class Loader {
 
 }  // namespace
 
-ModelWeights load_weights(const gguf::Reader& file, const ModelConfig& c, const WeightOptions& options) {
+ModelWeights load_weights(const gguf::Reader& file, const ModelConfig& c, const LoadOptions& options) {
   Context ctx({.threads = 1});  // only converts the odd f16 norm vector
   Loader ld(file, options);
   ModelWeights w;

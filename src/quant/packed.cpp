@@ -1,8 +1,8 @@
 #include "fucina/quant/packed.hpp"
 
-#include <cstdlib>
-
 #include <sys/mman.h>
+
+#include <cstdlib>
 #include <vector>
 
 #include "fucina/core/error.hpp"
@@ -33,10 +33,6 @@ const PackedFormat& format_of(QuantType type) {
 }
 
 bool q8_0_paired(QuantType type) { return type_traits(type).vec_dot_type == QuantType::Q8_0; }
-
-}  // namespace
-
-namespace {
 
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 constexpr std::size_t kRegionBytes = std::size_t{32} << 20;
@@ -74,17 +70,15 @@ PackedMatrix::PackedMatrix(QuantType type, std::int64_t rows, std::int64_t cols,
 }
 
 bool packable(QuantType type, std::int64_t cols) {
-  const PackedFormat* f = find_format(type);
-  const std::int64_t block = q8_0_paired(type) ? 32 : 256;
-  return f != nullptr && cols > 0 && cols % block == 0;
+  return find_format(type) != nullptr && cols > 0 && cols % type_traits(type).block_size == 0;
 }
 
 PackedMatrix pack_matrix(QuantType type, const std::byte* data, std::int64_t rows, std::int64_t cols,
                          std::int64_t row_bytes, ThreadPool* pool, PackedArena* arena) {
-  PackedMatrix m(type, rows, cols, arena);
+  const PackedFormat& f = format_of(type);
   FUCINA_CHECK(row_bytes == quant::row_bytes(type, cols), InvalidArgument, "[pack] {} rows of {} elements are {} bytes, not {}",
                type_traits(type).name, cols, quant::row_bytes(type, cols), row_bytes);
-  const PackedFormat& f = format_of(type);
+  PackedMatrix m(type, rows, cols, arena);
   auto pack = [&](std::int64_t g) {
     const std::byte* src[kPackRows];
     for (int r = 0; r < kPackRows; ++r) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "command.hpp"
+#include "fucina/model/weights.hpp"
 
 namespace fucina::cli {
 
@@ -50,6 +51,14 @@ std::vector<T> parse_list(std::string_view flag, const std::string& s) {
     b = e + 1;
   }
   return out;
+}
+
+// The model-loading flags run and bench share; false when `a` is not one of them.
+inline bool parse_load_flag(std::string_view a, model::LoadOptions& o) {
+  if (a == "--fast-prefill") o.fast_prefill = true;
+  else if (a == "--no-repack") o.repack = false;
+  else return false;
+  return true;
 }
 
 }  // namespace fucina::cli

@@ -25,6 +25,7 @@
 namespace {
 
 using fucina::cli::parse_list;
+using fucina::cli::parse_load_flag;
 using fucina::cli::parse_num;
 using fucina::cli::UsageError;
 
@@ -48,7 +49,8 @@ struct Options {
   std::vector<int> threads;
   int reps = 5;
   std::int64_t batch = 512;
-  bool warmup = true, json = false, fast_prefill = false, no_repack = false;
+  bool warmup = true, json = false;
+  fucina::model::LoadOptions load;
   fucina::DType kv = fucina::DType::f16;
 };
 
@@ -67,8 +69,7 @@ Options parse(std::span<char* const> args) {
     else if (a == "-t" || a == "--threads") o.threads = parse_list<int>(a, value());
     else if (a == "-b" || a == "--batch") o.batch = parse_num<std::int64_t>(a, value());
     else if (a == "--no-warmup") o.warmup = false;
-    else if (a == "--fast-prefill") o.fast_prefill = true;
-    else if (a == "--no-repack") o.no_repack = true;
+    else if (parse_load_flag(a, o.load)) {}  // --fast-prefill, --no-repack
     else if (a == "-o" || a == "--output") {
       const std::string f = value();
       if (f != "md" && f != "json") throw UsageError{fmt::format("--output must be md or json, not '{}'", f)};
@@ -209,7 +210,7 @@ int bench_main(std::span<char* const> args) {
   if (o.models.empty()) throw UsageError{"no model given (fucina bench MODEL.gguf; see --help)"};
   std::vector<Record> recs;
   for (const auto& path : o.models) {
-    const auto model = fucina::model::Model::load(path, {.fast_prefill = o.fast_prefill, .repack = !o.no_repack});
+    const auto model = fucina::model::Model::load(path, o.load);
     const auto& cfg = model.config();
     for (int threads : o.threads) {
       fucina::Context ctx({.threads = threads});

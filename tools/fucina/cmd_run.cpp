@@ -22,6 +22,7 @@
 namespace {
 
 using fucina::cli::UsageError;
+using fucina::cli::parse_load_flag;
 using fucina::cli::parse_num;
 namespace tk = fucina::tokenizer;
 
@@ -72,7 +73,8 @@ struct Options {
   std::string model, prompt, prompt_file, dump_logits;
   std::string system;
   bool have_prompt = false, echo = false, parse_special = true, ignore_eos = false;
-  bool chat = false, interactive = false, fast_prefill = false, no_repack = false;
+  bool chat = false, interactive = false;
+  fucina::model::LoadOptions load;
   std::int64_t n_predict = 128, ctx = 0, batch = 512;
   int threads = 0;
   bool have_seed = false;
@@ -111,8 +113,7 @@ Options parse(std::span<char* const> args) {
     else if (a == "--echo") o.echo = true;
     else if (a == "--no-parse-special") o.parse_special = false;
     else if (a == "--chat") o.chat = true;
-    else if (a == "--fast-prefill") o.fast_prefill = true;
-    else if (a == "--no-repack") o.no_repack = true;
+    else if (parse_load_flag(a, o.load)) {}  // --fast-prefill, --no-repack
     else if (a == "--system") o.system = value();
     else if (a == "-i" || a == "--interactive") o.interactive = true;
     else if (a == "--kv-type") {
@@ -316,7 +317,7 @@ int run_main(std::span<char* const> args) {
   fucina::sample::validate(o.sampling);
 
   const auto t_load = clock_type::now();
-  const auto model = fucina::model::Model::load(o.model, {.fast_prefill = o.fast_prefill, .repack = !o.no_repack});
+  const auto model = fucina::model::Model::load(o.model, o.load);
   const tk::Tokenizer tok(tk::load_tokenizer_data(model.file()));
   fucina::Context ctx({.threads = o.threads});
   const auto& cfg = model.config();

@@ -16,15 +16,6 @@
 
 namespace fucina::model {
 
-struct LoadOptions {
-  // Quantized products of >= 16 rows (prompts) through the f32 GEMM on decoded weights:
-  // faster, not bit-exact with llama.cpp (Note [Quantized GEMM] in src/model/quant_matmul.cpp).
-  bool fast_prefill = false;
-  // Quantized matrices repacked at load into 16-row interleaved groups for the VNNI
-  // kernels (Note [Interleaved weights] in quant/packed.hpp); off: the ggml rows in place.
-  bool repack = true;
-};
-
 class Model {
  public:
   // Throws Io/InvalidFile for a missing or malformed file, Unsupported for an

@@ -139,10 +139,14 @@ struct ModelWeights {
 // result). Missing tensors -> InvalidFile listing all of them; a shape that disagrees
 // with the config -> InvalidFile; a weight type other than f32/f16 or a ggml block type
 // with a dot kernel -> Unsupported.
-struct WeightOptions {
-  bool fast_prefill = false;  // quantized prompts through the f32 GEMM (Note [Quantized GEMM])
-  bool repack = false;        // pack quantized matrices for the VNNI kernels (quant/packed.hpp)
+struct LoadOptions {
+  // Quantized products of >= 16 rows (prompts) through the f32 GEMM on decoded weights:
+  // faster, not bit-exact with llama.cpp (Note [Quantized GEMM] in src/model/quant_matmul.cpp).
+  bool fast_prefill = false;
+  // Quantized matrices repacked at load into 16-row interleaved groups for the VNNI
+  // kernels (Note [Interleaved weights] in quant/packed.hpp); off: the ggml rows in place.
+  bool repack = true;
 };
-ModelWeights load_weights(const gguf::Reader& file, const ModelConfig& config, const WeightOptions& options = {});
+ModelWeights load_weights(const gguf::Reader& file, const ModelConfig& config, const LoadOptions& options = {});
 
 }  // namespace fucina::model
