@@ -16,9 +16,10 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
                                 std::int64_t layer, const Tensor<"seq", "embd">& h,
                                 std::span<const std::int32_t> positions) {
   const std::int64_t n = h.size<"seq">(), n_past = cache.size(), n_kv = n_past + n;
-  auto q = split<"qd", "head", "hd">(dot<"embd">(ctx, h, w.wq), c.head_dim);
-  auto k = split<"kd", "kvh", "hd">(dot<"embd">(ctx, h, w.wk), c.head_dim);
-  auto v = split<"kd", "kvh", "hd">(dot<"embd">(ctx, h, w.wv), c.head_dim);
+  SharedInput in(ctx, h);
+  auto q = split<"qd", "head", "hd">(in.dot(w.wq), c.head_dim);
+  auto k = split<"kd", "kvh", "hd">(in.dot(w.wk), c.head_dim);
+  auto v = split<"kd", "kvh", "hd">(in.dot(w.wv), c.head_dim);
   if (c.qk_norm) {
     q = mul(ctx, rms_norm<"hd">(ctx, q, c.rms_eps), w.q_norm);
     k = mul(ctx, rms_norm<"hd">(ctx, k, c.rms_eps), w.k_norm);

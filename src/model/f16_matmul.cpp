@@ -204,13 +204,11 @@ void matmul_f16(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int6
     // a task's weights are read once per row block.
     constexpr std::int64_t kRowBlock = 64, kOutBlock = 48;
     const std::int64_t rb = (n_rows + kRowBlock - 1) / kRowBlock, ob = (n_out + kOutBlock - 1) / kOutBlock;
-    const std::int64_t grain = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, k * kOutBlock * std::min(n_rows, kRowBlock)));
-    pool.parallel_range(rb * ob, grain, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t t = b; t < e; ++t) {
-        const std::int64_t o0 = (t / rb) * kOutBlock, r0 = (t % rb) * kRowBlock;
-        block_tiled(x, r0, std::min(n_rows, r0 + kRowBlock), k, w, w_stride, o0, std::min(n_out, o0 + kOutBlock),
-                    n_out, y);
-      }
+    // One pool task per block, claimed dynamically: a core slowed by the VM's neighbours
+    // leaves its share to the other instead of making it wait at the join.
+    pool.parallel_for(rb * ob, [&](std::int64_t t) {
+      const std::int64_t o0 = (t / rb) * kOutBlock, r0 = (t % rb) * kRowBlock;
+      block_tiled(x, r0, std::min(n_rows, r0 + kRowBlock), k, w, w_stride, o0, std::min(n_out, o0 + kOutBlock), n_out, y);
     });
     return;
   }

@@ -3,7 +3,8 @@
 namespace fucina::model {
 
 Tensor<"seq", "embd"> swiglu_ffn(Context& ctx, const LayerWeights& w, const Tensor<"seq", "embd">& h) {
-  auto ff = mul(ctx, silu(ctx, dot<"embd">(ctx, h, w.gate)), dot<"embd">(ctx, h, w.up));
+  SharedInput in(ctx, h);
+  auto ff = mul(ctx, silu(ctx, in.dot(w.gate)), in.dot(w.up));
   return dot<"ff">(ctx, ff, w.down);
 }
 

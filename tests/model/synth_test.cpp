@@ -398,3 +398,33 @@ TEST(SynthValidate, RejectsImpossibleSpecsWithAClearMessage) {
   ok.arch = "qwen3moe", ok.n_embd = 66, ok.head_dim = 8;  // an explicit head dim lifts the divisibility rule
   EXPECT_NO_THROW(check_synth_spec(ok));
 }
+
+// LoadOptions::repack copies f16/f32 matrices into huge-page memory (and releases the
+// file's pages) and repacks quantized ones: the copies must give the file's logits
+// bit for bit; the repacked kernels match the in-place ones to rounding (packed_test).
+TEST_F(Synth, RepackedWeightsGiveTheMappedFilesLogits) {
+  for (DType dt : {DType::f32, DType::f16}) {
+    SynthSpec s;
+    s.arch = "qwen3";
+    s.n_embd = 64, s.n_layer = 2, s.n_head = 4, s.n_head_kv = 2, s.head_dim = 16, s.n_ff = 96;
+    s.n_ctx = 128, s.dtype = dt, s.seed = 11;
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    const auto path = write(s, "m.gguf");
+    const auto copied = Model::load(path, {.repack = true});
+    const auto mapped = Model::load(path, {.repack = false});
+    Context ctx({.threads = 2});
+    std::vector<std::int32_t> ids(20);
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>(7 + 17 * i);
+    auto c1 = copied.new_cache(ctx, 64), c2 = mapped.new_cache(ctx, 64);
+    EXPECT_EQ(copied.prefill(ctx, c1, ids).to_vector(), mapped.prefill(ctx, c2, ids).to_vector());
+    const std::int32_t next[] = {5};
+    EXPECT_EQ(copied.prefill(ctx, c1, next).to_vector(), mapped.prefill(ctx, c2, next).to_vector());
+    // The copy is not the mapping: the two loads' first matrices live at different addresses
+    // with equal contents.
+    const RawTensor& a = dt == DType::f16 ? copied.weights().layers[0].wq.f16().raw() : copied.weights().layers[0].wq.f32().raw();
+    const RawTensor& b = dt == DType::f16 ? mapped.weights().layers[0].wq.f16().raw() : mapped.weights().layers[0].wq.f32().raw();
+    const std::size_t bytes = static_cast<std::size_t>(a.numel()) * dtype_size(dt);
+    EXPECT_NE(a.buf.bytes(), b.buf.bytes());
+    EXPECT_EQ(std::memcmp(a.buf.bytes(), b.buf.bytes(), bytes), 0);
+  }
+}

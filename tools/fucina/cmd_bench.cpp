@@ -40,7 +40,8 @@ constexpr std::string_view usage =
     "  --kv-type f16|f32        KV cache element type (default f16)\n"
     "  --no-warmup              skip the untimed warm-up run\n"
     "  --fast-prefill           quantized prompts through the f32 GEMM (not bit-exact)\n"
-    "  --no-repack              multiply quantized weights in their ggml layout (no interleaving)\n"
+    "  --no-repack              use the weights in the mapped file as they are (no interleaved\n"
+    "                           quantized layout, no huge-page copy)\n"
     "  -o, --output md|json     output format (default md)\n";
 
 struct Options {

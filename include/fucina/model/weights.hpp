@@ -45,36 +45,71 @@ class Weight {
   F16DotOrder order_ = F16DotOrder::tiled;
 };
 
-// x · Wᵀ contracting In, by name: Tensor<R, In> · Weight<Out, In> -> Tensor<R, Out>.
-template <TagName C, TagName R, TagName Out>
-Tensor<R, Out> dot(Context& ctx, const Tensor<R, C>& x, const Weight<Out, C>& w) {
-  if (w.is_quant()) {
-    const QuantMatrix& q = w.quant();
-    FUCINA_CHECK(x.template size<C>() == q.cols, ShapeMismatch, "[dot] contracted axis '{}' is {} on the left, {} on the right",
-                 C.view(), x.template size<C>(), q.cols);
-    const auto xc = contiguous(ctx, x);
-    auto y = Tensor<R, Out>::empty(ctx, {x.template size<R>(), q.rows});
-    matmul_quant(ctx.pool(), xc.data().data(), x.template size<R>(), q, y.mutable_data().data());
-    return y;
-  }
-  if (!w.is_f16()) return fucina::dot<C>(ctx, x, w.f32());
-  const RawTensor& wr = w.f16().raw();
-  const std::int64_t k = x.template size<C>(), n = x.template size<R>(), n_out = wr.shape[0];
-  FUCINA_CHECK(wr.shape[1] == k, ShapeMismatch, "[dot] contracted axis '{}' is {} on the left, {} on the right",
-               C.view(), k, wr.shape[1]);
-  FUCINA_ASSERT(wr.strides[1] == 1);
-  // x rounded to f16 (Note [f16 activations]) in one pass.
+namespace detail {
+// x rounded to f16 values (Note [f16 activations]), contiguous, in one parallel pass.
+template <TagName R, TagName C>
+Tensor<R, C> f16_rounded(Context& ctx, const Tensor<R, C>& x) {
   const auto xc = contiguous(ctx, x);
-  auto xr = Tensor<R, C>::empty(ctx, {n, k});
-  float* xp = xr.mutable_data().data();
-  round_to_f16(ctx.pool(), xc.data().data(), xp, n * k);
+  auto xr = Tensor<R, C>::empty(ctx, {x.template size<R>(), x.template size<C>()});
+  round_to_f16(ctx.pool(), xc.data().data(), xr.mutable_data().data(), xr.numel());
+  return xr;
+}
+
+// xr (contiguous, already f16-rounded) · Wᵀ for an f16 weight.
+template <TagName C, TagName R, TagName Out>
+Tensor<R, Out> dot_f16_weight(Context& ctx, const Tensor<R, C>& xr, const Weight<Out, C>& w) {
+  const RawTensor& wr = w.f16().raw();
+  const std::int64_t k = xr.template size<C>(), n = xr.template size<R>(), n_out = wr.shape[0];
+  FUCINA_ASSERT(wr.strides[1] == 1);
   auto y = Tensor<R, Out>::empty(ctx, {n, n_out});
   // tinyBLAS only runs for >= 2 activation rows (llamafile_sgemm returns early for one:
   // decode, the output head) and only takes k % 16 == 0, rows % 4 == 0; else ggml_vec_dot_f16.
   const F16DotOrder order = n >= 2 && k % 16 == 0 && n_out % 4 == 0 ? w.order() : F16DotOrder::vec;
-  matmul_f16(ctx.pool(), xp, n, k, wr.template data<Half>(), wr.strides[0], n_out, y.mutable_data().data(), order);
+  matmul_f16(ctx.pool(), xr.data().data(), n, k, wr.template data<Half>(), wr.strides[0], n_out,
+             y.mutable_data().data(), order);
   return y;
 }
+
+template <TagName C, TagName R, TagName Out>
+void check_contracted(const Tensor<R, C>& x, const Weight<Out, C>& w) {
+  const std::int64_t k = w.is_quant() ? w.quant().cols : w.is_f16() ? w.f16().raw().shape[1] : x.template size<C>();
+  FUCINA_CHECK(x.template size<C>() == k, ShapeMismatch, "[dot] contracted axis '{}' is {} on the left, {} on the right",
+               C.view(), x.template size<C>(), k);
+}
+}  // namespace detail
+
+// x · Wᵀ contracting In, by name: Tensor<R, In> · Weight<Out, In> -> Tensor<R, Out>.
+template <TagName C, TagName R, TagName Out>
+Tensor<R, Out> dot(Context& ctx, const Tensor<R, C>& x, const Weight<Out, C>& w) {
+  detail::check_contracted(x, w);
+  if (w.is_quant()) {
+    const auto xc = contiguous(ctx, x);
+    auto y = Tensor<R, Out>::empty(ctx, {x.template size<R>(), w.quant().rows});
+    matmul_quant(ctx.pool(), xc.data().data(), x.template size<R>(), w.quant(), y.mutable_data().data());
+    return y;
+  }
+  if (!w.is_f16()) return fucina::dot<C>(ctx, x, w.f32());
+  return detail::dot_f16_weight(ctx, detail::f16_rounded(ctx, x), w);
+}
+
+// One left operand of several dot()s (q/k/v, gate/up): the f16 rounding pass runs once,
+// on the first f16 weight, instead of once per weight.
+template <TagName R, TagName C>
+class SharedInput {
+ public:
+  SharedInput(Context& ctx, const Tensor<R, C>& x) : ctx_(ctx), x_(x) {}
+  template <TagName Out>
+  Tensor<R, Out> dot(const Weight<Out, C>& w) {
+    if (!w.is_f16()) return model::dot<C>(ctx_, x_, w);
+    detail::check_contracted(x_, w);
+    if (!rounded_.defined()) rounded_ = detail::f16_rounded(ctx_, x_);
+    return detail::dot_f16_weight(ctx_, rounded_, w);
+  }
+
+ private:
+  Context& ctx_;
+  Tensor<R, C> x_, rounded_;
+};
 
 // A stack of per-expert [Out, In] matrices (f32, f16 or one ggml block type).
 template <TagName Out, TagName In>
@@ -144,7 +179,8 @@ struct LoadOptions {
   // faster, not bit-exact with llama.cpp (Note [Quantized GEMM] in src/model/quant_matmul.cpp).
   bool fast_prefill = false;
   // Quantized matrices repacked at load into 16-row interleaved groups for the VNNI
-  // kernels (Note [Interleaved weights] in quant/packed.hpp); off: the ggml rows in place.
+  // kernels (Note [Interleaved weights] in quant/packed.hpp) and f16/f32 matrices copied,
+  // both into huge-page memory, the file's pages released; off: the mapped file in place.
   bool repack = true;
 };
 ModelWeights load_weights(const gguf::Reader& file, const ModelConfig& config, const LoadOptions& options = {});
