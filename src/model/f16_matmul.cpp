@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
@@ -118,10 +119,9 @@ inline void fold16x16(const __m512* v, float* out) {
                          _mm512_shuffle_ps(q[2 * n], q[2 * n + 1], _MM_SHUFFLE(3, 2, 3, 2)));
   const __m512 f = _mm512_add_ps(_mm512_shuffle_ps(r[0], r[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                  _mm512_shuffle_ps(r[0], r[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  alignas(64) float lanes[16];  // lane 4j + t holds accumulator 4t + j
-  _mm512_store_ps(lanes, f);
-  for (int j = 0; j < 4; ++j)
-    for (int t = 0; t < 4; ++t) out[4 * t + j] = lanes[4 * j + t];
+  // Lane 4j + t holds accumulator 4t + j: one permute puts accumulator a in lane a.
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  _mm512_storeu_ps(out, _mm512_permutexvar_ps(order, f));
 }
 
 // An RM x RN tile of tiled-order dots: x rows i (f32, already f16-rounded) against w rows j
@@ -151,8 +151,7 @@ void tile_tiled(const float* x, std::int64_t ldx, const Half* w, std::int64_t ld
   for (int a = kN; a < kGroups * 16; ++a) v[a] = _mm512_setzero_ps();
   alignas(64) float sums[kGroups * 16];
   for (int g = 0; g < kGroups; ++g) fold16x16(v + 16 * g, sums + 16 * g);
-  for (int i = 0; i < RM; ++i)
-    for (int j = 0; j < RN; ++j) y[i * ldy + j] = sums[i * RN + j];
+  for (int i = 0; i < RM; ++i) std::memcpy(y + i * ldy, sums + i * RN, sizeof(float) * RN);
 }
 
 constexpr int kTileRows = 4, kTileCols = 6;

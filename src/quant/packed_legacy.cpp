@@ -135,12 +135,15 @@ constexpr int kPrefetchAhead = 2048;
 // Rows tile of T activation rows against one group: weights unpacked once per block.
 template <int QuantBytes, int Offset, class Chunks, int T>
 void tile_avx512(const std::byte* quants, const f16_bits* scales, std::int64_t nb, const PackedActQ8* const* a,
-                 float* const* out, __mmask16 mask) {
+                 float* const* out, __mmask16 mask, const f16_bits* next_scales) {
   __m512 acc[T];
   for (int i = 0; i < T; ++i) acc[i] = _mm512_setzero_ps();
   for (std::int64_t b = 0; b < nb; ++b) {
     if constexpr (T == 1) {  // decode streams weights from DRAM: ask for them ahead
       for (int l = 0; l < QuantBytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(quants + b * QuantBytes + kPrefetchAhead + l), _MM_HINT_T0);
+      // The scales sit after a group's quants, a second stream: fetch the next group's
+      // during this one, so a group never starts on a missed scale line.
+      _mm_prefetch(reinterpret_cast<const char*>(next_scales + b * kPackRows), _MM_HINT_T0);
     }
     __m512i v[8];
     Chunks::load(quants + b * QuantBytes, v);
@@ -172,7 +175,8 @@ void kernel_avx512(const PackedMatrix& w, std::int64_t g0, std::int64_t g1, cons
                                  [&](auto t, std::int64_t g, const PackedActQ8* const* a, float* const* out, std::uint16_t mask) {
                                    const std::byte* quants = w.group(g);
                                    const auto* scales = reinterpret_cast<const f16_bits*>(quants + nb * QuantBytes);
-                                   tile_avx512<QuantBytes, Offset, Chunks, decltype(t)::value>(quants, scales, nb, a, out, mask);
+                                   const auto* next_scales = reinterpret_cast<const f16_bits*>(quants + w.group_bytes() + nb * QuantBytes);
+                                   tile_avx512<QuantBytes, Offset, Chunks, decltype(t)::value>(quants, scales, nb, a, out, mask, next_scales);
                                  });
 }
 
