@@ -5,6 +5,8 @@
 #include <cstring>
 #include <utility>
 
+#include "fucina/core/error.hpp"
+
 #if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
 #include <immintrin.h>
 #define FUCINA_F16_AVX512 1
@@ -78,6 +80,22 @@ __m512 vec_order_lanes(const Half* w, const float* x, std::int64_t np) {
     a3 = _mm512_fmadd_ps(load_f16x16(w + i + 48), _mm512_loadu_ps(x + i + 48), a3);
   }
   return _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
+}
+
+// vec_order_lanes of one w against two x, each w chunk widened once.
+inline void vec_order_lanes2(const Half* w, const float* x0, const float* x1, std::int64_t np, __m512& out0,
+                             __m512& out1) {
+  __m512 a[2][4];
+  for (auto& q : a)
+    for (auto& l : q) l = _mm512_setzero_ps();
+  for (std::int64_t i = 0; i < np; i += 64)
+    for (int l = 0; l < 4; ++l) {
+      const __m512 wl = load_f16x16(w + i + 16 * l);
+      a[0][l] = _mm512_fmadd_ps(wl, _mm512_loadu_ps(x0 + i + 16 * l), a[0][l]);
+      a[1][l] = _mm512_fmadd_ps(wl, _mm512_loadu_ps(x1 + i + 16 * l), a[1][l]);
+    }
+  out0 = _mm512_add_ps(_mm512_add_ps(a[0][0], a[0][2]), _mm512_add_ps(a[0][1], a[0][3]));
+  out1 = _mm512_add_ps(_mm512_add_ps(a[1][0], a[1][2]), _mm512_add_ps(a[1][1], a[1][3]));
 }
 
 }  // namespace
@@ -226,18 +244,24 @@ void matmul_f16(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int6
   });
 }
 
-void dot_f16_vec_rows(const Half* w, std::int64_t w_stride, const float* x, std::int64_t k, std::int64_t n, float* out) {
+void dot_f16_vec_rows(const Half* w, std::int64_t w_stride, const float* const* x, int n_x, std::int64_t k, std::int64_t n,
+                      float* const* out) {
+  FUCINA_ASSERT(n_x >= 1 && n_x <= kMaxVecRowQueries);
   std::int64_t j = 0;
 #if defined(FUCINA_F16_AVX512)
   if (k % 64 == 0) {  // no double tail: the folded f32 sum is the result
     for (; j + 16 <= n; j += 16) {
-      __m512 v[16];
-      for (int r = 0; r < 16; ++r) v[r] = vec_order_lanes(w + (j + r) * w_stride, x, k);
-      fold16x16(v, out + j);
+      __m512 v[kMaxVecRowQueries][16];
+      if (n_x == 2)  // each key row widened once for both queries
+        for (int r = 0; r < 16; ++r) vec_order_lanes2(w + (j + r) * w_stride, x[0], x[1], k, v[0][r], v[1][r]);
+      else
+        for (int r = 0; r < 16; ++r) v[0][r] = vec_order_lanes(w + (j + r) * w_stride, x[0], k);
+      for (int q = 0; q < n_x; ++q) fold16x16(v[q], out[q] + j);
     }
   }
 #endif
-  for (; j < n; ++j) out[j] = dot_f16(w + j * w_stride, x, k, F16DotOrder::vec);
+  for (; j < n; ++j)
+    for (int q = 0; q < n_x; ++q) out[q][j] = dot_f16(w + j * w_stride, x[q], k, F16DotOrder::vec);
 }
 
 }  // namespace fucina::model

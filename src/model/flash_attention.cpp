@@ -1,5 +1,6 @@
 #include "fucina/model/flash_attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -48,41 +49,68 @@ void mad_f16(Half* acc, const Half* v, std::int64_t n, float s) {
   for (; d < n; ++d) acc[d] = f2h(std::fma(h2f(v[d]), s, h2f(acc[d])));
 }
 
+// The online softmax's per-key factors of one query row, computed before any value is
+// touched: the running max only depends on the scores. Key j rescales the running output
+// by ms[j] (1 unless it is a new max) and adds value j weighted by vs[j]; returns the sum.
+float softmax_steps(const float* scores, std::int64_t n, float* ms, float* vs) {
+  float m = -std::numeric_limits<float>::infinity(), s_sum = 0.f;
+  for (std::int64_t j = 0; j < n; ++j) {
+    const float s = scores[j];
+    float a = 1.f, b = 1.f;
+    if (s > m) {
+      a = std::exp(m - s);
+      m = s;
+    } else {
+      b = std::exp(s - m);
+    }
+    ms[j] = a;
+    vs[j] = b;
+    s_sum = std::fma(s_sum, a, b);
+  }
+  return s_sum;
+}
+
 #if defined(FUCINA_FA_AVX512)
 inline __m512 round_f16(__m512 x) {
   return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
-// The online-softmax accumulation of one query row with the f16 running output held in
-// V registers (hd = 16 V) as f32 values rounded to f16 after every step: the same values
-// scale_f16 / mad_f16 produce through memory, without a store-to-load round trip per key.
-template <int V>
-void accumulate_in_registers(const float* scores, std::int64_t n, const Half* v0, std::int64_t v_stride, float* out) {
-  __m512 acc[V];
-  for (int c = 0; c < V; ++c) acc[c] = _mm512_setzero_ps();
-  float m = -std::numeric_limits<float>::infinity(), s_sum = 0.f;
+// The f16 accumulation of G query rows that share one KV head, the running outputs held in
+// registers (hd = 16 V) as f32 values rounded to f16 after every step: the values
+// scale_f16 / mad_f16 produce through memory. The rows' chains are independent, so
+// interleaving them hides the round trip's latency; each value row is widened once for all G.
+// Skipping a rescale by exactly 1 leaves an f16 value unchanged, so it changes no bits.
+template <int V, int G>
+void accumulate_in_registers(const float* const* ms, const float* const* vs, const float* s_sum, std::int64_t n,
+                             const Half* v0, std::int64_t v_stride, float* const* out) {
+  __m512 acc[G][V];
+  for (int g = 0; g < G; ++g)
+    for (int c = 0; c < V; ++c) acc[g][c] = _mm512_setzero_ps();
   for (std::int64_t j = 0; j < n; ++j) {
-    const float s = scores[j];
-    float ms = 1.f, vs = 1.f;
-    if (s > m) {
-      const float m_old = m;
-      m = s;
-      ms = std::exp(m_old - m);
-      const __m512 vms = _mm512_set1_ps(ms);
-      for (int c = 0; c < V; ++c) acc[c] = round_f16(_mm512_mul_ps(acc[c], vms));
-    } else {
-      vs = std::exp(s - m);
-    }
-    const __m512 vvs = _mm512_set1_ps(vs);
     const Half* v = v0 + j * v_stride;
-    for (int c = 0; c < V; ++c) {
-      const __m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 16 * c)));
-      acc[c] = round_f16(_mm512_fmadd_ps(vv, vvs, acc[c]));
+    __m512 vv[V];
+    for (int c = 0; c < V; ++c) vv[c] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 16 * c)));
+    for (int g = 0; g < G; ++g) {
+      if (ms[g][j] != 1.f) {
+        const __m512 vms = _mm512_set1_ps(ms[g][j]);
+        for (int c = 0; c < V; ++c) acc[g][c] = round_f16(_mm512_mul_ps(acc[g][c], vms));
+      }
+      const __m512 vvs = _mm512_set1_ps(vs[g][j]);
+      for (int c = 0; c < V; ++c) acc[g][c] = round_f16(_mm512_fmadd_ps(vv[c], vvs, acc[g][c]));
     }
-    s_sum = std::fma(s_sum, ms, vs);
   }
-  const __m512 inv = _mm512_set1_ps(s_sum == 0.f ? 0.f : 1.f / s_sum);
-  for (int c = 0; c < V; ++c) _mm512_storeu_ps(out + 16 * c, _mm512_mul_ps(acc[c], inv));
+  for (int g = 0; g < G; ++g) {
+    const __m512 inv = _mm512_set1_ps(s_sum[g] == 0.f ? 0.f : 1.f / s_sum[g]);
+    for (int c = 0; c < V; ++c) _mm512_storeu_ps(out[g] + 16 * c, _mm512_mul_ps(acc[g][c], inv));
+  }
+}
+
+// Rows per task: two rows' chains fill the pipeline; more would spill the 32 registers.
+template <int V>
+void accumulate_rows(int g_count, const float* const* ms, const float* const* vs, const float* s_sum, std::int64_t n,
+                     const Half* v0, std::int64_t v_stride, float* const* out) {
+  if (g_count == 2) return accumulate_in_registers<V, 2>(ms, vs, s_sum, n, v0, v_stride, out);
+  accumulate_in_registers<V, 1>(ms, vs, s_sum, n, v0, v_stride, out);
 }
 #endif
 
@@ -109,43 +137,52 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor
   auto out = Tensor<"seq", "kvh", "grp", "hd">::empty(ctx, {n, kvh, grp, hd});
   const float* qp = q.data().data();
   float* op = out.mutable_data().data();
-  const std::int64_t rows = n * kvh * grp;
-  ctx.pool().parallel_for(rows, [&](std::int64_t r) {
-    const std::int64_t i = r / (kvh * grp), h = (r / grp) % kvh, n_seen = n_past + i + 1;
+  // One task: a pair of query rows of one KV head (they share every value row it reads).
+  constexpr std::int64_t kPair = kMaxVecRowQueries;
+  const std::int64_t pairs = (grp + kPair - 1) / kPair;
+  ctx.pool().parallel_for(n * kvh * pairs, [&](std::int64_t t) {
+    const std::int64_t i = t / (kvh * pairs), h = (t / pairs) % kvh, g0 = (t % pairs) * kPair, n_seen = n_past + i + 1;
+    const int g_count = static_cast<int>(std::min(kPair, grp - g0));
     thread_local std::vector<float> qh, scores;
     thread_local std::vector<Half> acc;
-    qh.resize(static_cast<std::size_t>(hd));
-    scores.resize(static_cast<std::size_t>(n_seen));
-    for (std::int64_t d = 0; d < hd; ++d) qh[static_cast<std::size_t>(d)] = round_half(qp[r * hd + d]);
-    // The scores do not depend on the running output: all of them first (independent dots
-    // overlap), then the sequential f16 accumulation.
-    // ggml_vec_dot_f16 on the f16 query: its 64-blocks in f32 lanes, the rest in double.
-    dot_f16_vec_rows(kp + h * kr.strides[1], kr.strides[0], qh.data(), hd, n_seen, scores.data());
-    for (float& sc : scores) sc *= scale;
-    const Half* v0 = vp + h * vr.strides[1];
-    float* o = op + r * hd;
-#if defined(FUCINA_FA_AVX512)
-    if (hd == 128) return accumulate_in_registers<8>(scores.data(), n_seen, v0, vr.strides[0], o);
-    if (hd == 64) return accumulate_in_registers<4>(scores.data(), n_seen, v0, vr.strides[0], o);
-#endif
-    acc.assign(static_cast<std::size_t>(hd), Half{0});
-    float m = -std::numeric_limits<float>::infinity(), s_sum = 0.f;
-    for (std::int64_t j = 0; j < n_seen; ++j) {
-      const float s = scores[static_cast<std::size_t>(j)];
-      float ms = 1.f, vs = 1.f;
-      if (s > m) {
-        const float m_old = m;
-        m = s;
-        ms = std::exp(m_old - m);
-        scale_f16(acc.data(), hd, ms);
-      } else {
-        vs = std::exp(s - m);
-      }
-      mad_f16(acc.data(), v0 + j * vr.strides[0], hd, vs);
-      s_sum = std::fma(s_sum, ms, vs);
+    qh.resize(static_cast<std::size_t>(kPair * hd));
+    scores.resize(static_cast<std::size_t>(3 * kPair * n_seen));
+    const float* qs[kPair];
+    float* sc[kPair];
+    const float* ms[kPair];
+    const float* vs[kPair];
+    float s_sum[kPair];
+    float* o[kPair];
+    for (int g = 0; g < g_count; ++g) {
+      const std::int64_t r = (i * kvh + h) * grp + g0 + g;
+      float* qg = qh.data() + g * hd;
+      for (std::int64_t d = 0; d < hd; ++d) qg[d] = round_half(qp[r * hd + d]);
+      qs[g] = qg;
+      sc[g] = scores.data() + 3 * g * n_seen;
+      o[g] = op + r * hd;
     }
-    const float inv = s_sum == 0.f ? 0.f : 1.f / s_sum;
-    for (std::int64_t d = 0; d < hd; ++d) o[d] = h2f(acc[static_cast<std::size_t>(d)]) * inv;
+    // ggml_vec_dot_f16 on the f16 query: its 64-blocks in f32 lanes, the rest in double.
+    dot_f16_vec_rows(kp + h * kr.strides[1], kr.strides[0], qs, g_count, hd, n_seen, sc);
+    for (int g = 0; g < g_count; ++g) {
+      for (std::int64_t j = 0; j < n_seen; ++j) sc[g][j] *= scale;
+      ms[g] = sc[g] + n_seen;
+      vs[g] = sc[g] + 2 * n_seen;
+      s_sum[g] = softmax_steps(sc[g], n_seen, sc[g] + n_seen, sc[g] + 2 * n_seen);
+    }
+    const Half* v0 = vp + h * vr.strides[1];
+#if defined(FUCINA_FA_AVX512)
+    if (hd == 128) return accumulate_rows<8>(g_count, ms, vs, s_sum, n_seen, v0, vr.strides[0], o);
+    if (hd == 64) return accumulate_rows<4>(g_count, ms, vs, s_sum, n_seen, v0, vr.strides[0], o);
+#endif
+    for (int g = 0; g < g_count; ++g) {
+      acc.assign(static_cast<std::size_t>(hd), Half{0});
+      for (std::int64_t j = 0; j < n_seen; ++j) {
+        if (ms[g][j] != 1.f) scale_f16(acc.data(), hd, ms[g][j]);
+        mad_f16(acc.data(), v0 + j * vr.strides[0], hd, vs[g][j]);
+      }
+      const float inv = s_sum[g] == 0.f ? 0.f : 1.f / s_sum[g];
+      for (std::int64_t d = 0; d < hd; ++d) o[g][d] = h2f(acc[static_cast<std::size_t>(d)]) * inv;
+    }
   });
   return out;
 }

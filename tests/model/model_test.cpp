@@ -45,15 +45,26 @@ TEST(F16Dot, SimdMatchesScalarBitExact) {
   }
 }
 
-// The batched score dots fold 16 rows at a time; each must keep dot_f16's bits.
+// The batched score dots fold 16 rows at a time, for one query or two at once; each must
+// keep dot_f16's bits.
 TEST(F16Dot, VecRowsMatchDotBitExact) {
   for (std::int64_t k : {64, 128, 96}) {
     const std::int64_t n = 37, stride = k + 8;
     const auto w = rand_half(static_cast<std::size_t>(n * stride), 31 + k);
-    const auto x = rand_f16_exact(static_cast<std::size_t>(k), 32 + k);
-    std::vector<float> out(n);
-    dot_f16_vec_rows(w.data(), stride, x.data(), k, n, out.data());
-    for (std::int64_t j = 0; j < n; ++j) EXPECT_EQ(out[j], dot_f16(w.data() + j * stride, x.data(), k, F16DotOrder::vec)) << "k=" << k << " row " << j;
+    const auto x0 = rand_f16_exact(static_cast<std::size_t>(k), 32 + k), x1 = rand_f16_exact(static_cast<std::size_t>(k), 33 + k);
+    for (int n_x : {1, 2}) {
+      std::vector<float> out0(n, -1.f), out1(n, -1.f);
+      const float* xs[2] = {x0.data(), x1.data()};
+      float* outs[2] = {out0.data(), out1.data()};
+      dot_f16_vec_rows(w.data(), stride, xs, n_x, k, n, outs);
+      for (std::int64_t j = 0; j < n; ++j) {
+        EXPECT_EQ(out0[j], dot_f16(w.data() + j * stride, x0.data(), k, F16DotOrder::vec)) << "k=" << k << " row " << j;
+        if (n_x == 2)
+          EXPECT_EQ(out1[j], dot_f16(w.data() + j * stride, x1.data(), k, F16DotOrder::vec)) << "k=" << k << " row " << j;
+        else
+          EXPECT_EQ(out1[j], -1.f);
+      }
+    }
   }
 }
 

@@ -29,9 +29,12 @@ void round_to_f16(ThreadPool& pool, const float* src, float* dst, std::int64_t n
 // dot(w[0..k), x[0..k)) with w in f16; the SIMD arm when compiled in, else the scalar one.
 float dot_f16(const Half* w, const float* x, std::int64_t k, F16DotOrder order);
 float dot_f16_scalar(const Half* w, const float* x, std::int64_t k, F16DotOrder order);
-// out[j] = dot_f16(w + j * w_stride, x, k, vec) for j < n, bit for bit; rows are folded 16
-// at a time (attention scores over the keys of an f16 cache).
-void dot_f16_vec_rows(const Half* w, std::int64_t w_stride, const float* x, std::int64_t k, std::int64_t n, float* out);
+// out[q][j] = dot_f16(w + j * w_stride, x[q], k, vec) for j < n, q < n_x, bit for bit; rows
+// are folded 16 at a time, and with two queries each row is widened once for both
+// (attention scores of the query heads that share a KV head).
+inline constexpr int kMaxVecRowQueries = 2;
+void dot_f16_vec_rows(const Half* w, std::int64_t w_stride, const float* const* x, int n_x, std::int64_t k, std::int64_t n,
+                      float* const* out);
 
 // y[r * n_out + o] = dot(w row o, x row r) for r < n_rows, o < n_out. Rows of w are
 // w_stride elements apart; x is contiguous [n_rows, k]. Parallel over o.
