@@ -4,10 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace fucina {
@@ -39,6 +42,41 @@ TEST(ThreadPool, ParallelRangeCoversEachIndexOnce) {
       for (std::int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
     });
     for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+  }
+}
+
+// Guided chunks: every index once, sizes never growing, none below min_chunk but the
+// last, and a bounded count however small min_chunk is.
+TEST(ThreadPool, ParallelGuidedCoversEachIndexOnceInShrinkingChunks) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (auto [n, min_chunk] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+             {0, 4}, {1, 4}, {3, 4}, {100, 1}, {352, 2}, {1001, 7}, {1000000, 1}}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::mutex mu;
+      std::vector<std::pair<std::int64_t, std::int64_t>> chunks;
+      pool.parallel_guided(n, min_chunk, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+        std::lock_guard lk(mu);
+        chunks.emplace_back(b, e);
+      });
+      for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+      std::sort(chunks.begin(), chunks.end());
+      EXPECT_LE(chunks.size(), 128u);
+      for (std::size_t c = 0; c < chunks.size(); ++c) {
+        const std::int64_t len = chunks[c].second - chunks[c].first;
+        EXPECT_GT(len, 0);
+        if (c + 1 < chunks.size()) {
+          EXPECT_GE(len, min_chunk) << "n=" << n << " chunk " << c;
+          if (c + 2 < chunks.size()) {
+            EXPECT_GE(len, chunks[c + 1].second - chunks[c + 1].first) << "n=" << n << " chunk " << c;
+          }
+        }
+      }
+      if (n >= 2 * threads * min_chunk && threads > 1 && n < 1000000) {
+        EXPECT_GT(chunks.size(), static_cast<std::size_t>(threads)) << "n=" << n;
+      }
+    }
   }
 }
 

@@ -6,7 +6,6 @@
 // A parallel_for issued from inside a task, or while another thread is dispatching,
 // runs serially on the caller: nesting never deadlocks.
 #include <algorithm>
-#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -48,9 +47,31 @@ class ThreadPool {
     parallel_for(chunks, [&](std::int64_t c) { fn(c * step, std::min(n, (c + 1) * step)); });
   }
 
+  // Guided split of [0, n): chunks shrink from n / (2·size()) down to `min_chunk` items,
+  // claimed largest first, so the threads finish together (the last chunk, the one a thread
+  // may wait on alone, is small) without paying a claim per small chunk throughout.
+  // fn(begin, end); boundaries depend only on n, min_chunk and size().
+  template <class F>
+  void parallel_guided(std::int64_t n, std::int64_t min_chunk, F&& fn) {
+    if (n <= 0) return;
+    min_chunk = std::max<std::int64_t>(min_chunk, 1);
+    std::int64_t bounds[kMaxGuidedChunks + 1];
+    int chunks = 0;
+    bounds[0] = 0;
+    for (std::int64_t b = 0; b < n; ++chunks) {
+      const std::int64_t left = n - b, div = 2 * static_cast<std::int64_t>(size());
+      std::int64_t len = std::max(min_chunk, (left + div - 1) / div);
+      if (chunks == kMaxGuidedChunks - 1) len = left;  // bounded: the rest in one chunk
+      b += std::min(len, left);
+      bounds[chunks + 1] = b;
+    }
+    parallel_for(chunks, [&](std::int64_t c) { fn(bounds[c], bounds[c + 1]); });
+  }
+
   static int hardware_threads() noexcept;
 
  private:
+  static constexpr int kMaxGuidedChunks = 128;
   using TaskFn = void (*)(void*, std::int64_t);
   void run(std::int64_t n_tasks, void* ctx, TaskFn fn);
   void worker_loop(std::uint32_t seen);  // seen: generation at construction
