@@ -50,12 +50,13 @@ void mad_f16(Half* acc, const Half* v, std::int64_t n, float s) {
 }
 
 // The online softmax's per-key factors of one query row, computed before any value is
-// touched: the running max only depends on the scores. Key j rescales the running output
-// by ms[j] (1 unless it is a new max) and adds value j weighted by vs[j]; returns the sum.
-float softmax_steps(const float* scores, std::int64_t n, float* ms, float* vs) {
+// touched: the running max only depends on the scores. Key j (score dots[j] · scale)
+// rescales the running output by ms[j] (1 unless it is a new max) and adds value j weighted
+// by vs[j]; returns 1 / (the sum of weights), 0 for an empty sum.
+float softmax_steps(const float* dots, float scale, std::int64_t n, float* ms, float* vs) {
   float m = -std::numeric_limits<float>::infinity(), s_sum = 0.f;
   for (std::int64_t j = 0; j < n; ++j) {
-    const float s = scores[j];
+    const float s = dots[j] * scale;
     float a = 1.f, b = 1.f;
     if (s > m) {
       a = std::exp(m - s);
@@ -67,7 +68,7 @@ float softmax_steps(const float* scores, std::int64_t n, float* ms, float* vs) {
     vs[j] = b;
     s_sum = std::fma(s_sum, a, b);
   }
-  return s_sum;
+  return s_sum == 0.f ? 0.f : 1.f / s_sum;
 }
 
 #if defined(FUCINA_FA_AVX512)
@@ -81,7 +82,7 @@ inline __m512 round_f16(__m512 x) {
 // interleaving them hides the round trip's latency; each value row is widened once for all G.
 // Skipping a rescale by exactly 1 leaves an f16 value unchanged, so it changes no bits.
 template <int V, int G>
-void accumulate_in_registers(const float* const* ms, const float* const* vs, const float* s_sum, std::int64_t n,
+void accumulate_in_registers(const float* const* ms, const float* const* vs, const float* inv, std::int64_t n,
                              const Half* v0, std::int64_t v_stride, float* const* out) {
   __m512 acc[G][V];
   for (int g = 0; g < G; ++g)
@@ -100,17 +101,17 @@ void accumulate_in_registers(const float* const* ms, const float* const* vs, con
     }
   }
   for (int g = 0; g < G; ++g) {
-    const __m512 inv = _mm512_set1_ps(s_sum[g] == 0.f ? 0.f : 1.f / s_sum[g]);
-    for (int c = 0; c < V; ++c) _mm512_storeu_ps(out[g] + 16 * c, _mm512_mul_ps(acc[g][c], inv));
+    const __m512 vinv = _mm512_set1_ps(inv[g]);
+    for (int c = 0; c < V; ++c) _mm512_storeu_ps(out[g] + 16 * c, _mm512_mul_ps(acc[g][c], vinv));
   }
 }
 
 // Rows per task: two rows' chains fill the pipeline; more would spill the 32 registers.
 template <int V>
-void accumulate_rows(int g_count, const float* const* ms, const float* const* vs, const float* s_sum, std::int64_t n,
+void accumulate_rows(int g_count, const float* const* ms, const float* const* vs, const float* inv, std::int64_t n,
                      const Half* v0, std::int64_t v_stride, float* const* out) {
-  if (g_count == 2) return accumulate_in_registers<V, 2>(ms, vs, s_sum, n, v0, v_stride, out);
-  accumulate_in_registers<V, 1>(ms, vs, s_sum, n, v0, v_stride, out);
+  if (g_count == 2) return accumulate_in_registers<V, 2>(ms, vs, inv, n, v0, v_stride, out);
+  accumulate_in_registers<V, 1>(ms, vs, inv, n, v0, v_stride, out);
 }
 #endif
 
@@ -148,31 +149,28 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor
     qh.resize(static_cast<std::size_t>(kPair * hd));
     scores.resize(static_cast<std::size_t>(3 * kPair * n_seen));
     const float* qs[kPair];
-    float* sc[kPair];
-    const float* ms[kPair];
-    const float* vs[kPair];
-    float s_sum[kPair];
+    float* dots[kPair];  // each row's scratch: dots, then ms, then vs (n_seen each)
+    float* ms[kPair];
+    float* vs[kPair];
+    float inv[kPair];
     float* o[kPair];
     for (int g = 0; g < g_count; ++g) {
       const std::int64_t r = (i * kvh + h) * grp + g0 + g;
       float* qg = qh.data() + g * hd;
       for (std::int64_t d = 0; d < hd; ++d) qg[d] = round_half(qp[r * hd + d]);
       qs[g] = qg;
-      sc[g] = scores.data() + 3 * g * n_seen;
+      dots[g] = scores.data() + 3 * g * n_seen;
+      ms[g] = dots[g] + n_seen;
+      vs[g] = dots[g] + 2 * n_seen;
       o[g] = op + r * hd;
     }
     // ggml_vec_dot_f16 on the f16 query: its 64-blocks in f32 lanes, the rest in double.
-    dot_f16_vec_rows(kp + h * kr.strides[1], kr.strides[0], qs, g_count, hd, n_seen, sc);
-    for (int g = 0; g < g_count; ++g) {
-      for (std::int64_t j = 0; j < n_seen; ++j) sc[g][j] *= scale;
-      ms[g] = sc[g] + n_seen;
-      vs[g] = sc[g] + 2 * n_seen;
-      s_sum[g] = softmax_steps(sc[g], n_seen, sc[g] + n_seen, sc[g] + 2 * n_seen);
-    }
+    dot_f16_vec_rows(kp + h * kr.strides[1], kr.strides[0], qs, g_count, hd, n_seen, dots);
+    for (int g = 0; g < g_count; ++g) inv[g] = softmax_steps(dots[g], scale, n_seen, ms[g], vs[g]);
     const Half* v0 = vp + h * vr.strides[1];
 #if defined(FUCINA_FA_AVX512)
-    if (hd == 128) return accumulate_rows<8>(g_count, ms, vs, s_sum, n_seen, v0, vr.strides[0], o);
-    if (hd == 64) return accumulate_rows<4>(g_count, ms, vs, s_sum, n_seen, v0, vr.strides[0], o);
+    if (hd == 128) return accumulate_rows<8>(g_count, ms, vs, inv, n_seen, v0, vr.strides[0], o);
+    if (hd == 64) return accumulate_rows<4>(g_count, ms, vs, inv, n_seen, v0, vr.strides[0], o);
 #endif
     for (int g = 0; g < g_count; ++g) {
       acc.assign(static_cast<std::size_t>(hd), Half{0});
@@ -180,8 +178,7 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor
         if (ms[g][j] != 1.f) scale_f16(acc.data(), hd, ms[g][j]);
         mad_f16(acc.data(), v0 + j * vr.strides[0], hd, vs[g][j]);
       }
-      const float inv = s_sum[g] == 0.f ? 0.f : 1.f / s_sum[g];
-      for (std::int64_t d = 0; d < hd; ++d) o[g][d] = h2f(acc[static_cast<std::size_t>(d)]) * inv;
+      for (std::int64_t d = 0; d < hd; ++d) o[g][d] = h2f(acc[static_cast<std::size_t>(d)]) * inv[g];
     }
   });
   return out;

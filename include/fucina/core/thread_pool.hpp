@@ -58,8 +58,9 @@ class ThreadPool {
     std::int64_t bounds[kMaxGuidedChunks + 1];
     int chunks = 0;
     bounds[0] = 0;
+    const std::int64_t div = 2 * static_cast<std::int64_t>(size());
     for (std::int64_t b = 0; b < n; ++chunks) {
-      const std::int64_t left = n - b, div = 2 * static_cast<std::int64_t>(size());
+      const std::int64_t left = n - b;
       std::int64_t len = std::max(min_chunk, (left + div - 1) / div);
       if (chunks == kMaxGuidedChunks - 1) len = left;  // bounded: the rest in one chunk
       b += std::min(len, left);
