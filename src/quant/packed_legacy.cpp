@@ -130,7 +130,9 @@ inline __m512i act_word(const PackedActQ8& a, int c) {
   return _mm512_set1_epi32(w);
 }
 
-constexpr int kPrefetchAhead = 2048;
+// Decode prefetch distance. In-process A/B on Qwen3-0.6B decode (2 threads, alternating
+// 32-token windows): 4 KiB over 2 KiB +7-9% on Q4_0, +1% on Q8_0; 8 KiB 1-4% below 4 KiB.
+constexpr int kPrefetchAhead = 4096;
 
 // Rows tile of T activation rows against one group: weights unpacked once per block.
 template <int QuantBytes, int Offset, class Chunks, int T>

@@ -87,6 +87,23 @@ TEST(F16Dot, TiledMatmulMatchesDotBitExact) {
   }
 }
 
+// Decode (one x row, vec order) streams w in 16-row blocks folded together; every output
+// must still carry the exact bits of the vec dot, across block tails, strides and threads.
+TEST(F16Dot, DecodeMatmulMatchesVecDotBitExact) {
+  for (auto [k, n_out, stride] : {std::array<std::int64_t, 3>{64, 13, 64}, {128, 300, 136}, {96, 50, 96}, {1024, 1000, 1024}}) {
+    const auto w = rand_half(static_cast<std::size_t>(n_out * stride), 41 + k);
+    const auto x = rand_f16_exact(static_cast<std::size_t>(k), 42 + k);
+    for (int threads : {1, 2}) {
+      ThreadPool pool(threads);
+      std::vector<float> y(static_cast<std::size_t>(n_out), -1.f);
+      matmul_f16(pool, x.data(), 1, k, w.data(), stride, n_out, y.data(), F16DotOrder::vec);
+      for (std::int64_t o = 0; o < n_out; ++o)
+        ASSERT_EQ(y[static_cast<std::size_t>(o)], dot_f16_scalar(w.data() + o * stride, x.data(), k, F16DotOrder::vec))
+            << "k=" << k << " n_out=" << n_out << " o=" << o << " threads=" << threads;
+    }
+  }
+}
+
 TEST(F16Dot, RoundToF16IsNearestEven) {
   float v[3] = {1.0f + 1.0f / 2048.f, 1.0f + 3.0f / 2048.f, -2.5e-8f};  // ties go to even; tiny -> -0
   round_to_f16(v, 3);
