@@ -1,6 +1,6 @@
 // The hot kernels of inference, each with its roofline:
 //   stream/read          the machine's read bandwidth (the tg roofline), GB/s
-//   gemv/<type>          one activation row x a weight matrix bigger than L3 (decode), GB/s of weights
+//   gemv/<type>          one activation row x a ~96 MiB weight matrix (decode), GB/s of weights
 //   .../packed           the same through the interleaved VNNI kernels (quant/packed.hpp)
 //   gemm/<type>          512 activation rows x a 1024 x 3072 weight (prefill), GFLOP/s;
 //                        the roofline is gemm/f32 (the f32 micro-kernel the decoded weights feed)
@@ -60,8 +60,9 @@ struct Matrix {
   }
   void multiply(const float* x, std::int64_t n, float* y) const {
     if (type == QuantType::F16) {
+      // The orders the model uses (model/weights.hpp): ggml_vec_dot_f16's for one row (decode).
       model::matmul_f16(ctx().pool(), x, n, cols, reinterpret_cast<const Half*>(bytes.data()), cols, rows, y,
-                        model::F16DotOrder::tiled);
+                        n == 1 ? model::F16DotOrder::vec : model::F16DotOrder::tiled);
     } else if (type == QuantType::F32) {
       kernels::GemmArgs g{.m = n, .n = rows, .k = cols, .a = x, .a_rs = cols,
                           .b = reinterpret_cast<const float*>(bytes.data()), .b_rs = 1, .b_cs = cols, .c = y,
@@ -89,7 +90,11 @@ void bench_stream(benchmark::State& state) {
 }
 
 void bench_gemv(benchmark::State& state, QuantType t, bool packed) {
-  const Matrix w(t, 8192, 8192, packed);  // >= 37 MB in every format: past the 32 MiB L3
+  // ~96 MiB in every format, 3x the 32 MiB L3: a victim L3 keeps nothing of a cyclic
+  // stream that long, so every pass reads DRAM as decode does.
+  const std::int64_t cols = 8192, row_bytes = quant::row_bytes(t, cols);
+  const std::int64_t rows = ((std::int64_t{96} << 20) / row_bytes + 15) / 16 * 16;
+  const Matrix w(t, rows, cols, packed);
   const auto x = noise(w.cols, 1);
   std::vector<float> y(static_cast<std::size_t>(w.rows));
   for (auto _ : state) {
