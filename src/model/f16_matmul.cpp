@@ -71,24 +71,13 @@ __m512 load_f16x16(const Half* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(re
 
 // ggml_vec_dot_f16's lanes over the first np (a multiple of 64) elements: four accumulators
 // over 64-blocks, combined (0+2) + (1+3); fold16 of the result is the f32 part of the dot.
-__m512 vec_order_lanes(const Half* w, const float* x, std::int64_t np) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  for (std::int64_t i = 0; i < np; i += 64) {
-    a0 = _mm512_fmadd_ps(load_f16x16(w + i), _mm512_loadu_ps(x + i), a0);
-    a1 = _mm512_fmadd_ps(load_f16x16(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
-    a2 = _mm512_fmadd_ps(load_f16x16(w + i + 32), _mm512_loadu_ps(x + i + 32), a2);
-    a3 = _mm512_fmadd_ps(load_f16x16(w + i + 48), _mm512_loadu_ps(x + i + 48), a3);
-  }
-  return _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
-}
-
-// vec_order_lanes over a decode row streamed from DRAM: two prefetches per 64-element step
-// keep requests for the bytes kStreamAhead ahead evenly spaced. Against the former burst
-// of a whole row's prefetches 2 KiB ahead: +8% Qwen3-0.6B F16 decode (in-process A/B,
-// alternating 32-token windows); 8 KiB ties 4 KiB, 2 KiB and 12-16 KiB are 1-3% slower.
+// Prefetch (decode, rows streamed from DRAM): two prefetches per 64-element step keep the
+// requests for the bytes kStreamAhead ahead evenly spaced. Against the former burst of a
+// whole row's prefetches 2 KiB ahead: +8% Qwen3-0.6B F16 decode (in-process A/B, alternating
+// 32-token windows); 8 KiB ties 4 KiB, 2 KiB and 12-16 KiB are 1-3% slower.
 constexpr std::int64_t kStreamAhead = 4096;
-template <bool Prefetch>
-__m512 vec_order_lanes_streaming(const Half* w, const float* x, std::int64_t np) {
+template <bool Prefetch = false>
+__m512 vec_order_lanes(const Half* w, const float* x, std::int64_t np) {
   const char* pf = reinterpret_cast<const char*>(w) + kStreamAhead;
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   for (std::int64_t i = 0; i < np; i += 64) {
@@ -262,8 +251,8 @@ void matmul_f16(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int6
         const bool ahead = reinterpret_cast<const char*>(w + (o + 15) * w_stride + k) + kStreamAhead <=
                            reinterpret_cast<const char*>(w_end);
         for (int r = 0; r < 16; ++r)
-          v[r] = ahead ? vec_order_lanes_streaming<true>(w + (o + r) * w_stride, x, k)
-                       : vec_order_lanes_streaming<false>(w + (o + r) * w_stride, x, k);
+          v[r] = ahead ? vec_order_lanes<true>(w + (o + r) * w_stride, x, k)
+                       : vec_order_lanes(w + (o + r) * w_stride, x, k);
         fold16x16(v, y + o);
       }
       for (; o < e; ++o) y[o] = dot_f16(w + o * w_stride, x, k, order);
