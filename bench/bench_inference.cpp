@@ -62,7 +62,7 @@ struct Matrix {
     if (type == QuantType::F16) {
       // The orders the model uses (model/weights.hpp): ggml_vec_dot_f16's for one row (decode).
       model::matmul_f16(ctx().pool(), x, n, cols, reinterpret_cast<const Half*>(bytes.data()), cols, rows, y,
-                        n == 1 ? model::F16DotOrder::vec : model::F16DotOrder::tiled);
+                        n == 1 ? model::GgmlOrder::vec : model::GgmlOrder::tiled);
     } else if (type == QuantType::F32) {
       kernels::GemmArgs g{.m = n, .n = rows, .k = cols, .a = x, .a_rs = cols,
                           .b = reinterpret_cast<const float*>(bytes.data()), .b_rs = 1, .b_cs = cols, .c = y,

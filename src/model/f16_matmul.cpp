@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "fucina/core/error.hpp"
+#include "fucina/model/ggml_math.hpp"
 
 #if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
 #include <immintrin.h>
@@ -16,7 +17,6 @@ namespace fucina::model {
 
 namespace {
 
-// GCC's _mm512_reduce_add_ps: halves, quarters, then (0+2)+(1+3).
 void round_span(const float* src, float* dst, std::int64_t n) {
   std::int64_t i = 0;
 #if defined(FUCINA_F16_AVX512)
@@ -26,12 +26,6 @@ void round_span(const float* src, float* dst, std::int64_t n) {
   for (; i < n; ++i) dst[i] = half_to_float(float_to_half(src[i]));
 }
 
-float fold16(const float* l) {
-  float t3[8], t6[4];
-  for (int i = 0; i < 8; ++i) t3[i] = l[8 + i] + l[i];
-  for (int i = 0; i < 4; ++i) t6[i] = t3[4 + i] + t3[i];
-  return (t6[0] + t6[2]) + (t6[1] + t6[3]);
-}
 
 }  // namespace
 
@@ -41,33 +35,56 @@ void round_to_f16(ThreadPool& pool, const float* src, float* dst, std::int64_t n
   pool.parallel_range(n, 1 << 16, [&](std::int64_t b, std::int64_t e) { round_span(src + b, dst + b, e - b); });
 }
 
-float dot_f16_scalar(const Half* w, const float* x, std::int64_t k, F16DotOrder order) {
-  if (order == F16DotOrder::tiled && k % 16 == 0) {
+namespace {
+
+inline float widen(Half h) { return half_to_float(h.bits); }
+inline float widen(float f) { return f; }
+
+// The elements past ggml_vec_dot's 64-blocks, added to the folded f32 lanes `folded`:
+// ggml_vec_dot_f16 sums them in double (each f16 x f16 product is exact in f32),
+// ggml_vec_dot_f32 in f32 as a multiply then an add (not fused: checked against
+// libggml-cpu's vec_dot; this tree builds with -ffp-contract=off, so none is fused here).
+float vec_tail(double folded, const Half* w, const float* x, std::int64_t np, std::int64_t k) {
+  for (std::int64_t i = np; i < k; ++i) folded += static_cast<double>(widen(w[i]) * x[i]);
+  return static_cast<float>(folded);
+}
+float vec_tail(float folded, const float* w, const float* x, std::int64_t np, std::int64_t k) {
+  for (std::int64_t i = np; i < k; ++i) folded += w[i] * x[i];
+  return folded;
+}
+
+template <typename W>
+float dot_scalar(const W* w, const float* x, std::int64_t k, GgmlOrder order) {
+  if (order == GgmlOrder::tiled && k % 16 == 0) {
     float acc[16] = {};
     for (std::int64_t i = 0; i < k; i += 16)
-      for (int l = 0; l < 16; ++l) acc[l] = std::fma(half_to_float(w[i + l].bits), x[i + l], acc[l]);
+      for (int l = 0; l < 16; ++l) acc[l] = std::fma(widen(w[i + l]), x[i + l], acc[l]);
     return fold16(acc);
   }
   float acc[4][16] = {};
   const std::int64_t np = k & ~std::int64_t{63};
   for (std::int64_t i = 0; i < np; i += 64)
     for (int j = 0; j < 4; ++j)
-      for (int l = 0; l < 16; ++l)
-        acc[j][l] = std::fma(half_to_float(w[i + 16 * j + l].bits), x[i + 16 * j + l], acc[j][l]);
+      for (int l = 0; l < 16; ++l) acc[j][l] = std::fma(widen(w[i + 16 * j + l]), x[i + 16 * j + l], acc[j][l]);
   for (int l = 0; l < 16; ++l) {
     acc[0][l] += acc[2][l];
     acc[1][l] += acc[3][l];
     acc[0][l] += acc[1][l];
   }
-  double s = fold16(acc[0]);
-  for (std::int64_t i = np; i < k; ++i) s += static_cast<double>(half_to_float(w[i].bits) * x[i]);
-  return static_cast<float>(s);
+  return vec_tail(fold16(acc[0]), w, x, np, k);
 }
+
+}  // namespace
+
+float dot_f16_scalar(const Half* w, const float* x, std::int64_t k, GgmlOrder order) { return dot_scalar(w, x, k, order); }
+float dot_f32_scalar(const float* w, const float* x, std::int64_t k, GgmlOrder order) { return dot_scalar(w, x, k, order); }
 
 #if defined(FUCINA_F16_AVX512)
 namespace {
 
-__m512 load_f16x16(const Half* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+// 16 weights widened to f32 lanes.
+__m512 load16(const Half* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+__m512 load16(const float* p) { return _mm512_loadu_ps(p); }
 
 // ggml_vec_dot_f16's lanes over the first np (a multiple of 64) elements: four accumulators
 // over 64-blocks, combined (0+2) + (1+3); fold16 of the result is the f32 part of the dot.
@@ -76,32 +93,32 @@ __m512 load_f16x16(const Half* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(re
 // whole row's prefetches 2 KiB ahead: +8% Qwen3-0.6B F16 decode (in-process A/B, alternating
 // 32-token windows); 8 KiB ties 4 KiB, 2 KiB and 12-16 KiB are 1-3% slower.
 constexpr std::int64_t kStreamAhead = 4096;
-template <bool Prefetch = false>
-__m512 vec_order_lanes(const Half* w, const float* x, std::int64_t np) {
+template <bool Prefetch = false, typename W>
+__m512 vec_order_lanes(const W* w, const float* x, std::int64_t np) {
   const char* pf = reinterpret_cast<const char*>(w) + kStreamAhead;
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   for (std::int64_t i = 0; i < np; i += 64) {
     if constexpr (Prefetch) {
-      _mm_prefetch(pf + 2 * i, _MM_HINT_NTA);
-      _mm_prefetch(pf + 2 * i + 64, _MM_HINT_NTA);
+      for (std::size_t b = 0; b < 64 * sizeof(W); b += 64) _mm_prefetch(pf + i * sizeof(W) + b, _MM_HINT_NTA);
     }
-    a0 = _mm512_fmadd_ps(load_f16x16(w + i), _mm512_loadu_ps(x + i), a0);
-    a1 = _mm512_fmadd_ps(load_f16x16(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
-    a2 = _mm512_fmadd_ps(load_f16x16(w + i + 32), _mm512_loadu_ps(x + i + 32), a2);
-    a3 = _mm512_fmadd_ps(load_f16x16(w + i + 48), _mm512_loadu_ps(x + i + 48), a3);
+    a0 = _mm512_fmadd_ps(load16(w + i), _mm512_loadu_ps(x + i), a0);
+    a1 = _mm512_fmadd_ps(load16(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
+    a2 = _mm512_fmadd_ps(load16(w + i + 32), _mm512_loadu_ps(x + i + 32), a2);
+    a3 = _mm512_fmadd_ps(load16(w + i + 48), _mm512_loadu_ps(x + i + 48), a3);
   }
   return _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
 }
 
 // vec_order_lanes of one w against two x, each w chunk widened once.
-inline void vec_order_lanes2(const Half* w, const float* x0, const float* x1, std::int64_t np, __m512& out0,
+template <typename W>
+inline void vec_order_lanes2(const W* w, const float* x0, const float* x1, std::int64_t np, __m512& out0,
                              __m512& out1) {
   __m512 a[2][4];
   for (auto& q : a)
     for (auto& l : q) l = _mm512_setzero_ps();
   for (std::int64_t i = 0; i < np; i += 64)
     for (int l = 0; l < 4; ++l) {
-      const __m512 wl = load_f16x16(w + i + 16 * l);
+      const __m512 wl = load16(w + i + 16 * l);
       a[0][l] = _mm512_fmadd_ps(wl, _mm512_loadu_ps(x0 + i + 16 * l), a[0][l]);
       a[1][l] = _mm512_fmadd_ps(wl, _mm512_loadu_ps(x1 + i + 16 * l), a[1][l]);
     }
@@ -112,24 +129,28 @@ inline void vec_order_lanes2(const Half* w, const float* x0, const float* x1, st
 }  // namespace
 #endif
 
-float dot_f16(const Half* w, const float* x, std::int64_t k, F16DotOrder order) {
+namespace {
+template <typename W>
+float dot_ggml(const W* w, const float* x, std::int64_t k, GgmlOrder order) {
 #if defined(FUCINA_F16_AVX512)
   alignas(64) float lanes[16];
-  if (order == F16DotOrder::tiled && k % 16 == 0) {
+  if (order == GgmlOrder::tiled && k % 16 == 0) {
     __m512 acc = _mm512_setzero_ps();
-    for (std::int64_t i = 0; i < k; i += 16) acc = _mm512_fmadd_ps(load_f16x16(w + i), _mm512_loadu_ps(x + i), acc);
+    for (std::int64_t i = 0; i < k; i += 16) acc = _mm512_fmadd_ps(load16(w + i), _mm512_loadu_ps(x + i), acc);
     _mm512_store_ps(lanes, acc);
     return fold16(lanes);
   }
   const std::int64_t np = k & ~std::int64_t{63};
   _mm512_store_ps(lanes, vec_order_lanes(w, x, np));
-  double s = fold16(lanes);
-  for (std::int64_t i = np; i < k; ++i) s += static_cast<double>(half_to_float(w[i].bits) * x[i]);
-  return static_cast<float>(s);
+  return vec_tail(fold16(lanes), w, x, np, k);
 #else
-  return dot_f16_scalar(w, x, k, order);
+  return dot_scalar(w, x, k, order);
 #endif
 }
+}  // namespace
+
+float dot_f16(const Half* w, const float* x, std::int64_t k, GgmlOrder order) { return dot_ggml(w, x, k, order); }
+float dot_f32(const float* w, const float* x, std::int64_t k, GgmlOrder order) { return dot_ggml(w, x, k, order); }
 
 namespace {
 
@@ -157,8 +178,8 @@ inline void fold16x16(const __m512* v, float* out) {
 // (f16), one 16-lane accumulator per output over k ascending, folded like dot_f16 --
 // so every output has exactly the bits of dot_f16(w_j, x_i, k, tiled) (Note [f16 summation
 // order]) while each weight vector load serves RM rows and each x load RN columns.
-template <int RM, int RN>
-void tile_tiled(const float* x, std::int64_t ldx, const Half* w, std::int64_t ldw, std::int64_t k, float* y,
+template <int RM, int RN, typename W>
+void tile_tiled(const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, std::int64_t k, float* y,
                 std::int64_t ldy) {
   __m512 acc[RM][RN];
   for (int i = 0; i < RM; ++i)
@@ -166,7 +187,7 @@ void tile_tiled(const float* x, std::int64_t ldx, const Half* w, std::int64_t ld
   for (std::int64_t p = 0; p < k; p += 16) {
     __m512 b[RN];
     for (int j = 0; j < RN; ++j)
-      b[j] = load_f16x16(w + j * ldw + p);
+      b[j] = load16(w + j * ldw + p);
     for (int i = 0; i < RM; ++i) {
       const __m512 a = _mm512_loadu_ps(x + i * ldx + p);
       for (int j = 0; j < RN; ++j) acc[i][j] = _mm512_fmadd_ps(b[j], a, acc[i][j]);
@@ -185,16 +206,16 @@ void tile_tiled(const float* x, std::int64_t ldx, const Half* w, std::int64_t ld
 
 constexpr int kTileRows = 4, kTileCols = 6;
 
-template <int RM, int... RNs>
-void tile_cols(int rn, const float* x, std::int64_t ldx, const Half* w, std::int64_t ldw, std::int64_t k, float* y,
+template <int RM, typename W, int... RNs>
+void tile_cols(int rn, const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, std::int64_t k, float* y,
                std::int64_t ldy, std::integer_sequence<int, RNs...>) {
   (void)((rn == RNs + 1 ? (tile_tiled<RM, RNs + 1>(x, ldx, w, ldw, k, y, ldy), true) : false) || ...);
 }
 
-template <int... RMs>
-void tile_any(int rm, int rn, const float* x, std::int64_t ldx, const Half* w, std::int64_t ldw, std::int64_t k,
+template <typename W, int... RMs>
+void tile_any(int rm, int rn, const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, std::int64_t k,
               float* y, std::int64_t ldy, std::integer_sequence<int, RMs...>) {
-  (void)((rm == RMs + 1 ? (tile_cols<RMs + 1>(rn, x, ldx, w, ldw, k, y, ldy,
+  (void)((rm == RMs + 1 ? (tile_cols<RMs + 1, W>(rn, x, ldx, w, ldw, k, y, ldy,
                                               std::make_integer_sequence<int, kTileCols>{}),
                            true)
                         : false) ||
@@ -203,7 +224,8 @@ void tile_any(int rm, int rn, const float* x, std::int64_t ldx, const Half* w, s
 #endif
 
 // Rows [r0, r1) of x against weight rows [o0, o1), tiled order, into y.
-void block_tiled(const float* x, std::int64_t r0, std::int64_t r1, std::int64_t k, const Half* w, std::int64_t ldw,
+template <typename W>
+void block_tiled(const float* x, std::int64_t r0, std::int64_t r1, std::int64_t k, const W* w, std::int64_t ldw,
                  std::int64_t o0, std::int64_t o1, std::int64_t n_out, float* y) {
 #if defined(FUCINA_F16_AVX512)
   for (std::int64_t o = o0; o < o1; o += kTileCols) {
@@ -216,15 +238,14 @@ void block_tiled(const float* x, std::int64_t r0, std::int64_t r1, std::int64_t 
   }
 #else
   for (std::int64_t o = o0; o < o1; ++o)
-    for (std::int64_t r = r0; r < r1; ++r) y[r * n_out + o] = dot_f16(w + o * ldw, x + r * k, k, F16DotOrder::tiled);
+    for (std::int64_t r = r0; r < r1; ++r) y[r * n_out + o] = dot_ggml(w + o * ldw, x + r * k, k, GgmlOrder::tiled);
 #endif
 }
 
-}  // namespace
-
-void matmul_f16(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int64_t k, const Half* w,
-                std::int64_t w_stride, std::int64_t n_out, float* y, F16DotOrder order) {
-  if (order == F16DotOrder::tiled && k % 16 == 0) {
+template <typename W>
+void matmul_ggml(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int64_t k, const W* w,
+                 std::int64_t w_stride, std::int64_t n_out, float* y, GgmlOrder order) {
+  if (order == GgmlOrder::tiled && k % 16 == 0) {
     // Tasks: 64 x rows (in L2) times 48 weight rows (in L1 per 6-row tile), weight-major so
     // a task's weights are read once per row block.
     constexpr std::int64_t kRowBlock = 64, kOutBlock = 48;
@@ -240,10 +261,10 @@ void matmul_f16(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int6
   // Small jobs run inline: waking workers costs more than a few thousand MACs.
   const std::int64_t grain = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, k * n_rows));
 #if defined(FUCINA_F16_AVX512)
-  if (n_rows == 1 && order == F16DotOrder::vec && k % 64 == 0) {
+  if (n_rows == 1 && order == GgmlOrder::vec && k % 64 == 0) {
     // Decode: one x row, rows of w streamed once; 16 rows folded together (bit for bit
-    // dot_f16's fold) so the per-row tail is a few shuffles.
-    const Half* w_end = w + (n_out - 1) * w_stride + k;
+    // dot_ggml's fold) so the per-row tail is a few shuffles.
+    const W* w_end = w + (n_out - 1) * w_stride + k;
     pool.parallel_range(n_out, std::max<std::int64_t>(16, grain), [&](std::int64_t b, std::int64_t e) {
       __m512 v[16];
       std::int64_t o = b;
@@ -255,15 +276,26 @@ void matmul_f16(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int6
                        : vec_order_lanes(w + (o + r) * w_stride, x, k);
         fold16x16(v, y + o);
       }
-      for (; o < e; ++o) y[o] = dot_f16(w + o * w_stride, x, k, order);
+      for (; o < e; ++o) y[o] = dot_ggml(w + o * w_stride, x, k, order);
     });
     return;
   }
 #endif
   pool.parallel_range(n_out, grain, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t o = b; o < e; ++o)
-      for (std::int64_t r = 0; r < n_rows; ++r) y[r * n_out + o] = dot_f16(w + o * w_stride, x + r * k, k, order);
+      for (std::int64_t r = 0; r < n_rows; ++r) y[r * n_out + o] = dot_ggml(w + o * w_stride, x + r * k, k, order);
   });
+}
+
+}  // namespace
+
+void matmul_f16(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int64_t k, const Half* w,
+                std::int64_t w_stride, std::int64_t n_out, float* y, GgmlOrder order) {
+  matmul_ggml(pool, x, n_rows, k, w, w_stride, n_out, y, order);
+}
+void matmul_f32(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int64_t k, const float* w,
+                std::int64_t w_stride, std::int64_t n_out, float* y, GgmlOrder order) {
+  matmul_ggml(pool, x, n_rows, k, w, w_stride, n_out, y, order);
 }
 
 void dot_f16_vec_rows(const Half* w, std::int64_t w_stride, const float* const* x, int n_x, std::int64_t k, std::int64_t n,
@@ -283,7 +315,7 @@ void dot_f16_vec_rows(const Half* w, std::int64_t w_stride, const float* const* 
   }
 #endif
   for (; j < n; ++j)
-    for (int q = 0; q < n_x; ++q) out[q][j] = dot_f16(w + j * w_stride, x[q], k, F16DotOrder::vec);
+    for (int q = 0; q < n_x; ++q) out[q][j] = dot_f16(w + j * w_stride, x[q], k, GgmlOrder::vec);
 }
 
 }  // namespace fucina::model

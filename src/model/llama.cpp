@@ -4,7 +4,7 @@ namespace fucina::model {
 
 Tensor<"seq", "embd"> swiglu_ffn(Context& ctx, const LayerWeights& w, const Tensor<"seq", "embd">& h) {
   SharedInput in(ctx, h);
-  auto ff = mul(ctx, silu(ctx, in.dot(w.gate)), in.dot(w.up));
+  auto ff = swiglu_ggml(ctx, in.dot(w.gate), in.dot(w.up));
   return dot<"ff">(ctx, ff, w.down);
 }
 

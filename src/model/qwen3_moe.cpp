@@ -35,7 +35,7 @@ Tensor<"seq", "embd"> moe_ffn(Context& ctx, const ModelConfig& c, const LayerWei
     std::vector<std::int32_t> tok(rows.size());
     for (std::size_t r = 0; r < rows.size(); ++r) tok[r] = static_cast<std::int32_t>(rows[r] / k);
     auto xe = gather<"seq">(ctx, h, TensorT<DType::i32, "tok">::from_data(ctx, {m}, tok));  // <tok, embd>
-    auto ff = mul(ctx, silu(ctx, dot<"embd">(ctx, xe, w.gate_exps.expert(e))), dot<"embd">(ctx, xe, w.up_exps.expert(e)));
+    auto ff = swiglu_ggml(ctx, dot<"embd">(ctx, xe, w.gate_exps.expert(e)), dot<"embd">(ctx, xe, w.up_exps.expert(e)));
     auto ye = mul(ctx, dot<"eff">(ctx, ff, w.down_exps.expert(e)), Tensor<"tok">::from_data(ctx, {m}, row_w));
     const float* y = ye.data().data();
     for (std::int64_t r = 0; r < m; ++r)  // scatter back to (token, slot)

@@ -34,7 +34,7 @@ TEST(F16Dot, SimdMatchesScalarBitExact) {
   for (std::int64_t k : {16, 32, 48, 64, 100, 192, 256, 1000}) {
     const auto w = rand_half(static_cast<std::size_t>(k), 1 + k);
     const auto x = rand_f16_exact(static_cast<std::size_t>(k), 100 + k);
-    for (auto order : {F16DotOrder::tiled, F16DotOrder::vec}) {
+    for (auto order : {GgmlOrder::tiled, GgmlOrder::vec}) {
       const float a = dot_f16(w.data(), x.data(), k, order);
       const float b = dot_f16_scalar(w.data(), x.data(), k, order);
       EXPECT_EQ(a, b) << "k=" << k;
@@ -58,9 +58,9 @@ TEST(F16Dot, VecRowsMatchDotBitExact) {
       float* outs[2] = {out0.data(), out1.data()};
       dot_f16_vec_rows(w.data(), stride, xs, n_x, k, n, outs);
       for (std::int64_t j = 0; j < n; ++j) {
-        EXPECT_EQ(out0[j], dot_f16(w.data() + j * stride, x0.data(), k, F16DotOrder::vec)) << "k=" << k << " row " << j;
+        EXPECT_EQ(out0[j], dot_f16(w.data() + j * stride, x0.data(), k, GgmlOrder::vec)) << "k=" << k << " row " << j;
         if (n_x == 2)
-          EXPECT_EQ(out1[j], dot_f16(w.data() + j * stride, x1.data(), k, F16DotOrder::vec)) << "k=" << k << " row " << j;
+          EXPECT_EQ(out1[j], dot_f16(w.data() + j * stride, x1.data(), k, GgmlOrder::vec)) << "k=" << k << " row " << j;
         else
           EXPECT_EQ(out1[j], -1.f);
       }
@@ -77,11 +77,11 @@ TEST(F16Dot, TiledMatmulMatchesDotBitExact) {
     for (int threads : {1, 2}) {
       ThreadPool pool(threads);
       std::vector<float> y(static_cast<std::size_t>(n * n_out), -1.f);
-      matmul_f16(pool, x.data(), n, k, w.data(), k, n_out, y.data(), F16DotOrder::tiled);
+      matmul_f16(pool, x.data(), n, k, w.data(), k, n_out, y.data(), GgmlOrder::tiled);
       for (std::int64_t r = 0; r < n; ++r)
         for (std::int64_t o = 0; o < n_out; ++o)
           ASSERT_EQ(y[static_cast<std::size_t>(r * n_out + o)],
-                    dot_f16_scalar(w.data() + o * k, x.data() + r * k, k, F16DotOrder::tiled))
+                    dot_f16_scalar(w.data() + o * k, x.data() + r * k, k, GgmlOrder::tiled))
               << "n=" << n << " k=" << k << " n_out=" << n_out << " r=" << r << " o=" << o;
     }
   }
@@ -96,9 +96,9 @@ TEST(F16Dot, DecodeMatmulMatchesVecDotBitExact) {
     for (int threads : {1, 2}) {
       ThreadPool pool(threads);
       std::vector<float> y(static_cast<std::size_t>(n_out), -1.f);
-      matmul_f16(pool, x.data(), 1, k, w.data(), stride, n_out, y.data(), F16DotOrder::vec);
+      matmul_f16(pool, x.data(), 1, k, w.data(), stride, n_out, y.data(), GgmlOrder::vec);
       for (std::int64_t o = 0; o < n_out; ++o)
-        ASSERT_EQ(y[static_cast<std::size_t>(o)], dot_f16_scalar(w.data() + o * stride, x.data(), k, F16DotOrder::vec))
+        ASSERT_EQ(y[static_cast<std::size_t>(o)], dot_f16_scalar(w.data() + o * stride, x.data(), k, GgmlOrder::vec))
             << "k=" << k << " n_out=" << n_out << " o=" << o << " threads=" << threads;
     }
   }
@@ -155,7 +155,7 @@ TEST(FlashAttention, EqualsTheSequentialF16RecipeBitExact) {
           for (std::int64_t d = 0; d < hd; ++d) qh[d] = r16(qv[row * hd + d]);
           float m = -INFINITY, sum = 0.f;
           for (std::int64_t j = 0; j <= past + i; ++j) {
-            const float sc = dot_f16_scalar(kp + (j * kvh + h) * hd, qh.data(), hd, F16DotOrder::vec) * scale;
+            const float sc = dot_f16_scalar(kp + (j * kvh + h) * hd, qh.data(), hd, GgmlOrder::vec) * scale;
             float ms = 1.f, vs = 1.f;
             if (sc > m) {
               ms = std::exp(m - sc);

@@ -4,6 +4,7 @@
 // Qwen3's differences (q/k RMSNorm, NEOX RoPE, tied output) come from the config and
 // the weights, so both architectures run through llama_block.
 #include "fucina/model/attention.hpp"
+#include "fucina/model/ggml_math.hpp"
 
 namespace fucina::model {
 

@@ -7,6 +7,7 @@
 // Σ_slot weight · down(silu(gate(h)) * up(h)), summed in slot order (highest prob first).
 // Each expert runs once on the batch of rows that picked it.
 #include "fucina/model/attention.hpp"
+#include "fucina/model/ggml_math.hpp"
 
 namespace fucina::model {
 

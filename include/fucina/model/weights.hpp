@@ -2,9 +2,9 @@
 // Model weights as named-axis tensors borrowed from the GGUF mmap (no copy).
 //
 // Note [Weight layout]: a ggml matrix [ne0 = in, ne1 = out] is row-major Tensor<Out, In>;
-// expert stacks [in, out, n_expert] are Tensor<"expert", Out, In>. f32 weights go through
-// the library's dot (sgemm); f16 weights through dot_f16 (model/f16_matmul.hpp), which
-// reads the f16 rows in place. Norm vectors are tiny and are kept (or converted to) f32.
+// expert stacks [in, out, n_expert] are Tensor<"expert", Out, In>. f32 and f16 weights go
+// through model/f16_matmul.hpp, which reads the rows in place and sums in llama.cpp's order
+// (Note [ggml summation order]). Norm vectors are tiny and are kept (or converted to) f32.
 #include <string>
 #include <vector>
 
@@ -22,8 +22,8 @@ class Weight {
   using F32 = TensorT<DType::f32, Out, In>;
   using F16 = TensorT<DType::f16, Out, In>;
   Weight() = default;
-  explicit Weight(F32 w) : f32_(std::move(w)) {}
-  explicit Weight(F16 w, F16DotOrder order = F16DotOrder::tiled) : f16_(std::move(w)), order_(order) {}
+  explicit Weight(F32 w, GgmlOrder order = GgmlOrder::tiled) : f32_(std::move(w)), order_(order) {}
+  explicit Weight(F16 w, GgmlOrder order = GgmlOrder::tiled) : f16_(std::move(w)), order_(order) {}
   explicit Weight(QuantMatrix q) : q_(std::move(q)) {}
   bool defined() const { return f32_.defined() || f16_.defined() || q_.data != nullptr; }
   bool is_f16() const { return f16_.defined(); }
@@ -35,14 +35,14 @@ class Weight {
     if (is_quant()) return q_.rows;
     return is_f16() ? f16_.template size<Out>() : f32_.template size<Out>();
   }
-  // Which ggml summation order an f16 product follows (Note [f16 summation order]).
-  F16DotOrder order() const { return order_; }
+  // Which ggml summation order a product of >= 2 rows follows (Note [ggml summation order]).
+  GgmlOrder order() const { return order_; }
 
  private:
   F32 f32_;
   F16 f16_;
   QuantMatrix q_;
-  F16DotOrder order_ = F16DotOrder::tiled;
+  GgmlOrder order_ = GgmlOrder::tiled;
 };
 
 namespace detail {
@@ -55,18 +55,22 @@ Tensor<R, C> f16_rounded(Context& ctx, const Tensor<R, C>& x) {
   return xr;
 }
 
-// xr (contiguous, already f16-rounded) · Wᵀ for an f16 weight.
+// xr (contiguous; already f16-rounded for an f16 weight) · Wᵀ for an f16 or f32 weight.
 template <TagName C, TagName R, TagName Out>
-Tensor<R, Out> dot_f16_weight(Context& ctx, const Tensor<R, C>& xr, const Weight<Out, C>& w) {
-  const RawTensor& wr = w.f16().raw();
+Tensor<R, Out> dot_ggml_weight(Context& ctx, const Tensor<R, C>& xr, const Weight<Out, C>& w) {
+  const RawTensor& wr = w.is_f16() ? w.f16().raw() : w.f32().raw();
   const std::int64_t k = xr.template size<C>(), n = xr.template size<R>(), n_out = wr.shape[0];
   FUCINA_ASSERT(wr.strides[1] == 1);
   auto y = Tensor<R, Out>::empty(ctx, {n, n_out});
   // tinyBLAS only runs for >= 2 activation rows (llamafile_sgemm returns early for one:
-  // decode, the output head) and only takes k % 16 == 0, rows % 4 == 0; else ggml_vec_dot_f16.
-  const F16DotOrder order = n >= 2 && k % 16 == 0 && n_out % 4 == 0 ? w.order() : F16DotOrder::vec;
-  matmul_f16(ctx.pool(), xr.data().data(), n, k, wr.template data<Half>(), wr.strides[0], n_out,
-             y.mutable_data().data(), order);
+  // decode, the output head) and only takes k % 16 == 0, rows % 4 == 0; else ggml_vec_dot.
+  const GgmlOrder order = n >= 2 && k % 16 == 0 && n_out % 4 == 0 ? w.order() : GgmlOrder::vec;
+  if (w.is_f16())
+    matmul_f16(ctx.pool(), xr.data().data(), n, k, wr.template data<Half>(), wr.strides[0], n_out,
+               y.mutable_data().data(), order);
+  else
+    matmul_f32(ctx.pool(), xr.data().data(), n, k, wr.template data<float>(), wr.strides[0], n_out,
+               y.mutable_data().data(), order);
   return y;
 }
 
@@ -88,8 +92,8 @@ Tensor<R, Out> dot(Context& ctx, const Tensor<R, C>& x, const Weight<Out, C>& w)
     matmul_quant(ctx.pool(), xc.data().data(), x.template size<R>(), w.quant(), y.mutable_data().data());
     return y;
   }
-  if (!w.is_f16()) return fucina::dot<C>(ctx, x, w.f32());
-  return detail::dot_f16_weight(ctx, detail::f16_rounded(ctx, x), w);
+  if (!w.is_f16()) return detail::dot_ggml_weight(ctx, contiguous(ctx, x), w);
+  return detail::dot_ggml_weight(ctx, detail::f16_rounded(ctx, x), w);
 }
 
 // One left operand of several dot()s (q/k/v, gate/up): the f16 rounding pass runs once,
@@ -103,7 +107,7 @@ class SharedInput {
     if (!w.is_f16()) return model::dot<C>(ctx_, x_, w);
     detail::check_contracted(x_, w);
     if (!rounded_.defined()) rounded_ = detail::f16_rounded(ctx_, x_);
-    return detail::dot_f16_weight(ctx_, rounded_, w);
+    return detail::dot_ggml_weight(ctx_, rounded_, w);
   }
 
  private:
@@ -137,9 +141,9 @@ class ExpertWeights {
       m.data = q_.data + e * m.rows * q_.row_bytes;
       return Weight<Out, In>(std::move(m));
     }
-    // ggml's mul_mat_id sums with ggml_vec_dot_f16 (Note [f16 summation order]).
-    if (f16_.defined()) return Weight<Out, In>(select<"expert">(f16_, e), F16DotOrder::vec);
-    return Weight<Out, In>(select<"expert">(f32_, e));
+    // ggml's mul_mat_id sums with ggml_vec_dot (Note [ggml summation order]).
+    if (f16_.defined()) return Weight<Out, In>(select<"expert">(f16_, e), GgmlOrder::vec);
+    return Weight<Out, In>(select<"expert">(f32_, e), GgmlOrder::vec);
   }
 
  private:
