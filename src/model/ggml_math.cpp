@@ -48,6 +48,14 @@ float ggml_vexpf(float x) {
   return std::ldexp(j, static_cast<int>(n));  // vscalefps: j · 2^n, one rounding
 }
 
+void ggml_vexpf_rows(const float* x, float* y, std::int64_t n) {
+  std::int64_t i = 0;
+#if defined(FUCINA_GGML_MATH_AVX512)
+  for (; i + kLanes <= n; i += kLanes) _mm512_storeu_ps(y + i, vexpf16(_mm512_loadu_ps(x + i)));
+#endif
+  for (; i < n; ++i) y[i] = ggml_vexpf(x[i]);
+}
+
 void swiglu_ggml(const float* gate, const float* up, float* y, std::int64_t n) {
   std::int64_t i = 0;
 #if defined(FUCINA_GGML_MATH_AVX512)

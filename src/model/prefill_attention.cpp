@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "fucina/core/fast_math.hpp"
+#include "fucina/model/ggml_math.hpp"
 
 #if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
 #include <immintrin.h>
@@ -21,7 +21,6 @@ constexpr std::int64_t kKeyTile = 64;       // f16 keys/values widened per step:
 constexpr std::int64_t kTileRows = 64;      // query rows (tokens·grp) per task: four vectors of lanes
 constexpr std::int64_t kMaxRowBlock = 6;    // register tile rows: 6 x 4 vectors = 24 accumulators
 constexpr std::int64_t kMaxCols = 4 * kLanes;     // register tile columns
-constexpr std::int64_t kScoreBytes = 2 << 20;  // per-task score block; fewer query rows beyond it
 
 std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
 
@@ -37,9 +36,10 @@ struct Plan {
 
 struct Scratch {
   std::vector<float> qt;  // [hd][mp]: the tile's query rows, transposed
-  std::vector<float> st;  // [key][mp]: scores, then probabilities
-  std::vector<float> o;   // [mp][hd]
+  std::vector<float> st;  // [kKeyTile][mp]: one key tile's scores, then its weights
+  std::vector<float> o;   // [mp][hd]: running outputs
   std::vector<float> kv;  // [kKeyTile][hd]: widened f16 rows
+  std::vector<float> m, sum, tile_max;  // [mp]: running max, running sum, this tile's max
   std::vector<std::int32_t> vis;  // [mp]: keys row r sees (0 for padding lanes)
 };
 
@@ -58,56 +58,12 @@ void gemm_scalar(std::int64_t rows, std::int64_t cols, const float* a, std::int6
   }
 }
 
-// Softmax down the keys for one lane block of the transposed scores (see the Note).
-void softmax_lanes_scalar(float* st, std::int64_t mp, const std::int32_t* vis, std::int64_t lanes, std::int64_t kend,
-                          float scale) {
-  for (std::int64_t j = 0; j < lanes; ++j) {
-    const std::int64_t nv = vis[j];
-    float m = -std::numeric_limits<float>::infinity();
-    for (std::int64_t c = 0; c < nv; ++c) m = std::max(m, st[c * mp + j] * scale);
-    float sum = 0.f;
-    for (std::int64_t c = 0; c < nv; ++c) {
-      const float e = fast_exp(st[c * mp + j] * scale - m);
-      st[c * mp + j] = e;
-      sum += e;
-    }
-    const float inv = nv > 0 ? 1.f / sum : 0.f;
-    for (std::int64_t c = 0; c < nv; ++c) st[c * mp + j] *= inv;
-    for (std::int64_t c = nv; c < kend; ++c) st[c * mp + j] = 0.f;
-  }
-}
-
 void widen_scalar(const Half* src, std::int64_t stride, std::int64_t rows, std::int64_t hd, float* dst) {
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t d = 0; d < hd; ++d) dst[r * hd + d] = half_to_float(src[r * stride + d].bits);
 }
 
 #if defined(FUCINA_PA_AVX512)
-
-// fast_exp on 16 lanes: the same operations in the same order, so the same bits.
-inline __m512 exp16(__m512 x) {
-  x = _mm512_max_ps(_mm512_set1_ps(-104.f), x);  // (a > b ? a : b): NaN in b passes, as in fast_exp
-  x = _mm512_min_ps(_mm512_set1_ps(89.f), x);
-  const __m512 round = _mm512_set1_ps(12582912.f);
-  const __m512 t = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), round);
-  const __m512 n = _mm512_sub_ps(t, round);
-  const __m512i ni = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_castps_si512(round));
-  __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(0.693359375f)));
-  r = _mm512_sub_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(-2.12194440e-4f)));
-  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(1.3981999507e-3f));
-  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(8.3334519073e-3f));
-  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(4.1665795894e-2f));
-  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(1.6666665459e-1f));
-  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(5.0000001201e-1f));
-  y = _mm512_add_ps(_mm512_mul_ps(y, _mm512_mul_ps(r, r)), r);
-  y = _mm512_add_ps(y, _mm512_set1_ps(1.f));
-  const __m512i n1 = _mm512_srai_epi32(ni, 1), n2 = _mm512_sub_epi32(ni, n1);
-  const __m512i bias = _mm512_set1_epi32(127);
-  const __m512 p1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
-  const __m512 p2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
-  return _mm512_mul_ps(_mm512_mul_ps(y, p1), p2);
-}
 
 template <int R, int NV>
 void gemm_tile(const float* a, std::int64_t ra, std::int64_t ka, const float* b, std::int64_t ldb, float* c,
@@ -153,33 +109,6 @@ void gemm_avx512(std::int64_t rows, std::int64_t cols, const float* a, std::int6
   }
 }
 
-// softmax_lanes_scalar for a full block of 16 lanes; per lane the same operations in the
-// same key order, so the same bits.
-void softmax_lanes_avx512(float* st, std::int64_t mp, const std::int32_t* vis, std::int64_t lanes, std::int64_t kend,
-                          float scale) {
-  FUCINA_ASSERT(lanes == kLanes);
-  const __m512i vv = _mm512_loadu_si512(vis);
-  const std::int64_t cmax = *std::max_element(vis, vis + kLanes);
-  const __m512 vs = _mm512_set1_ps(scale);
-  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  for (std::int64_t c = 0; c < cmax; ++c) {
-    const __mmask16 live = _mm512_cmpgt_epi32_mask(vv, _mm512_set1_epi32(static_cast<std::int32_t>(c)));
-    m = _mm512_mask_max_ps(m, live, m, _mm512_mul_ps(_mm512_loadu_ps(st + c * mp), vs));
-  }
-  __m512 sum = _mm512_setzero_ps();
-  for (std::int64_t c = 0; c < cmax; ++c) {
-    const __mmask16 live = _mm512_cmpgt_epi32_mask(vv, _mm512_set1_epi32(static_cast<std::int32_t>(c)));
-    const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(st + c * mp), vs);
-    const __m512 e = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(x, m)));
-    _mm512_storeu_ps(st + c * mp, e);
-    sum = _mm512_add_ps(sum, e);
-  }
-  const __mmask16 any = _mm512_cmpgt_epi32_mask(vv, _mm512_setzero_si512());
-  const __m512 inv = _mm512_maskz_div_ps(any, _mm512_set1_ps(1.f), sum);
-  for (std::int64_t c = 0; c < cmax; ++c) _mm512_storeu_ps(st + c * mp, _mm512_mul_ps(_mm512_loadu_ps(st + c * mp), inv));
-  for (std::int64_t c = cmax; c < kend; ++c) _mm512_storeu_ps(st + c * mp, _mm512_setzero_ps());
-}
-
 void widen_avx512(const Half* src, std::int64_t stride, std::int64_t rows, std::int64_t hd, float* dst) {
   for (std::int64_t r = 0; r < rows; ++r) {
     std::int64_t d = 0;
@@ -201,13 +130,6 @@ struct Arm {
     if constexpr (Simd) return gemm_avx512(rows, cols, a, ra, ka, b, ldb, c, ldc, kd, accumulate);
 #endif
     gemm_scalar(rows, cols, a, ra, ka, b, ldb, c, ldc, kd, accumulate);
-  }
-  static void softmax(float* st, std::int64_t mp, const std::int32_t* vis, std::int64_t lanes, std::int64_t kend,
-                      float scale) {
-#if defined(FUCINA_PA_AVX512)
-    if constexpr (Simd) return softmax_lanes_avx512(st, mp, vis, lanes, kend, scale);
-#endif
-    softmax_lanes_scalar(st, mp, vis, lanes, kend, scale);
   }
   static void widen(const Half* src, std::int64_t stride, std::int64_t rows, std::int64_t hd, float* dst) {
 #if defined(FUCINA_PA_AVX512)
@@ -232,6 +154,44 @@ const float* kv_rows(const RawTensor& t, std::int64_t h, std::int64_t k0, std::i
   return buf.data();
 }
 
+// One key tile's online-softmax step for every row (Note [prefill attention]): scores
+// st[c][r] (c < kn) become weights exp(s - M) (0 for keys row r does not see), the running
+// max M, sum S and output rows are updated as ggml's tiled path does.
+void softmax_tile(Scratch& s, std::int64_t mp, std::int64_t m, std::int64_t k0, std::int64_t kn, std::int64_t hd,
+                  float scale) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float* st = s.st.data();
+  std::fill(s.tile_max.begin(), s.tile_max.end(), kNegInf);
+  for (std::int64_t c = 0; c < kn; ++c)
+    for (std::int64_t r = 0; r < mp; ++r) {
+      float& x = st[c * mp + r];
+      x = k0 + c < s.vis[static_cast<std::size_t>(r)] ? x * scale : kNegInf;
+      s.tile_max[static_cast<std::size_t>(r)] = std::max(s.tile_max[static_cast<std::size_t>(r)], x);
+    }
+  for (std::int64_t r = 0; r < m; ++r) {
+    const auto ur = static_cast<std::size_t>(r);
+    const float m_old = s.m[ur], m_new = std::max(m_old, s.tile_max[ur]);
+    if (m_new > m_old) {  // a new max rescales what was summed so far (libm expf, as ggml)
+      const float ms = std::exp(m_old - m_new);
+      for (std::int64_t d = 0; d < hd; ++d) s.o[static_cast<std::size_t>(r * hd + d)] *= ms;
+      s.sum[ur] *= ms;
+      s.m[ur] = m_new;
+    }
+  }
+  for (std::int64_t c = 0; c < kn; ++c)
+    for (std::int64_t r = 0; r < mp; ++r) st[c * mp + r] -= s.m[static_cast<std::size_t>(r)];
+  ggml_vexpf_rows(st, st, kn * mp);  // exp(-inf) = 0 for unseen keys
+  for (std::int64_t r = 0; r < m; ++r) {  // ggml_vec_soft_max_f32's sum: 16-key folds, in double
+    double total = 0;
+    float block[16];
+    for (std::int64_t c0 = 0; c0 < kn; c0 += 16) {
+      for (std::int64_t l = 0; l < 16; ++l) block[l] = c0 + l < kn ? st[(c0 + l) * mp + r] : 0.f;
+      total += static_cast<double>(fold16(block));
+    }
+    s.sum[static_cast<std::size_t>(r)] = static_cast<float>(static_cast<double>(s.sum[static_cast<std::size_t>(r)]) + total);
+  }
+}
+
 // Attention of query tile `tile` (rows i0..i1) against kv head h.
 template <bool Simd>
 void run_task(const Plan& p, std::int64_t h, std::int64_t tile, Scratch& s) {
@@ -247,40 +207,43 @@ void run_task(const Plan& p, std::int64_t h, std::int64_t tile, Scratch& s) {
     for (std::int64_t d = 0; d < hd; ++d) s.qt[static_cast<std::size_t>(d * mp + r)] = src[d];
     s.vis[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(p.n_past + i0 + r / grp + 1);
   }
-  s.st.resize(static_cast<std::size_t>(round_up(kend, kKeyTile) * mp));
-  s.o.resize(static_cast<std::size_t>(mp * hd));
+  s.st.resize(static_cast<std::size_t>(kKeyTile * mp));
+  s.o.assign(static_cast<std::size_t>(mp * hd), 0.f);
+  s.m.assign(static_cast<std::size_t>(mp), -std::numeric_limits<float>::infinity());
+  s.sum.assign(static_cast<std::size_t>(mp), 0.f);
+  s.tile_max.resize(static_cast<std::size_t>(mp));
   float* st = s.st.data();
   std::int64_t ld = 0;
 
-  // Scores st[c][r] = q_r·k_c, for each key only from the lane vector holding its first viewer.
   for (std::int64_t k0 = 0; k0 < kend; k0 += kKeyTile) {
     const std::int64_t kn = std::min(kKeyTile, kend - k0);
+    // Scores st[c][r] = q_r·k_{k0+c}, each a fused multiply-add chain over hd from 0.
     const float* kb = kv_rows<Simd>(*p.keys, h, k0, kn, hd, s.kv, ld);
     for (std::int64_t c0 = 0; c0 < kn; c0 += kMaxRowBlock) {
       const std::int64_t rows = std::min(kMaxRowBlock, kn - c0), c = k0 + c0;
       const std::int64_t first = std::max<std::int64_t>(0, (c - p.n_past - i0) * grp);  // vis[first] > c
       for (std::int64_t col = first / kLanes * kLanes; col < mp; col += kMaxCols)
-        A::gemm(rows, std::min(kMaxCols, mp - col), kb + c0 * ld, ld, 1, s.qt.data() + col, mp, st + c * mp + col, mp,
+        A::gemm(rows, std::min(kMaxCols, mp - col), kb + c0 * ld, ld, 1, s.qt.data() + col, mp, st + c0 * mp + col, mp,
                 hd, false);
     }
-  }
-  for (std::int64_t l0 = 0; l0 < mp; l0 += kLanes) A::softmax(st + l0, mp, s.vis.data() + l0, kLanes, kend, p.scale);
-
-  // o[r] = Σ_c p[c][r]·v_c over the keys row block r sees (p is 0 past each row's own end).
-  for (std::int64_t k0 = 0; k0 < kend; k0 += kKeyTile) {
-    const std::int64_t kn = std::min(kKeyTile, kend - k0);
+    softmax_tile(s, mp, m, k0, kn, hd, p.scale);
+    // o[r] += Σ_c w[c][r]·v_c, a fused multiply-add chain over the keys in order (weights
+    // are 0 past each row's own end, so a row block stops at its last row's end).
     const float* vb = kv_rows<Simd>(*p.values, h, k0, kn, hd, s.kv, ld);
     for (std::int64_t r0 = 0; r0 < m; r0 += kMaxRowBlock) {
       const std::int64_t rows = std::min(kMaxRowBlock, m - r0);
       const std::int64_t lim = s.vis[static_cast<std::size_t>(r0 + rows - 1)];
-      if (lim <= k0) continue;  // never at k0 = 0: every row sees key 0
+      if (lim <= k0) continue;
       for (std::int64_t d0 = 0; d0 < hd; d0 += kMaxCols)
-        A::gemm(rows, std::min(kMaxCols, hd - d0), st + k0 * mp + r0, 1, mp, vb + d0, ld, s.o.data() + r0 * hd + d0, hd,
-                std::min(kn, lim - k0), k0 > 0);
+        A::gemm(rows, std::min(kMaxCols, hd - d0), st + r0, 1, mp, vb + d0, ld, s.o.data() + r0 * hd + d0, hd,
+                std::min(kn, lim - k0), true);
     }
   }
-  for (std::int64_t r = 0; r < m; ++r)
-    std::copy_n(s.o.data() + r * hd, hd, p.out + (i0 + r / grp) * q_row + (h * grp + r % grp) * hd);
+  for (std::int64_t r = 0; r < m; ++r) {
+    const float sum = s.sum[static_cast<std::size_t>(r)], inv = sum == 0.f ? 0.f : 1.f / sum;
+    float* dst = p.out + (i0 + r / grp) * q_row + (h * grp + r % grp) * hd;
+    for (std::int64_t d = 0; d < hd; ++d) dst[d] = s.o[static_cast<std::size_t>(r * hd + d)] * inv;
+  }
 }
 
 Tensor<"seq", "kvh", "grp", "hd"> run(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q_in, const RawTensor& keys,
@@ -307,10 +270,7 @@ Tensor<"seq", "kvh", "grp", "hd"> run(Context& ctx, const Tensor<"seq", "kvh", "
   p.keys = &keys;
   p.values = &values;
   p.n = n, p.kvh = kvh, p.grp = grp, p.hd = hd, p.n_past = n_past, p.scale = scale;
-  // ~64 query rows per task, fewer when the score block would outgrow L2.
-  p.bq = std::max<std::int64_t>(1, kTileRows / grp);
-  const std::int64_t row_bytes = round_up(n_past + n, kKeyTile) * static_cast<std::int64_t>(sizeof(float));
-  while (p.bq > 1 && row_bytes * round_up(p.bq * grp, kLanes) > kScoreBytes) p.bq /= 2;
+  p.bq = std::max<std::int64_t>(1, kTileRows / grp);  // ~64 query rows per task
   const std::int64_t tiles = (n + p.bq - 1) / p.bq;
 #if defined(FUCINA_PA_AVX512)
   simd = simd && hd % kLanes == 0;
@@ -352,14 +312,6 @@ Tensor<"seq", "kvh", "grp", "hd"> prefill_attention_scalar(Context& ctx, const T
                                                            const RawTensor& keys, const RawTensor& values,
                                                            std::int64_t n_past, float scale) {
   return run(ctx, q, keys, values, n_past, scale, false);
-}
-
-void fast_exp_rows(const float* x, float* y, std::int64_t n) {
-  std::int64_t i = 0;
-#if defined(FUCINA_PA_AVX512)
-  for (; i + kLanes <= n; i += kLanes) _mm512_storeu_ps(y + i, exp16(_mm512_loadu_ps(x + i)));
-#endif
-  for (; i < n; ++i) y[i] = fast_exp(x[i]);
 }
 
 }  // namespace detail

@@ -27,6 +27,9 @@ inline float fold16(const float* l) {
 // One lane of ggml_v_expf (AVX-512): NaN stays NaN, |n| > 192 saturates to 0 or +inf.
 float ggml_vexpf(float x);
 
+// y[i] = ggml_vexpf(x[i]) for every i (SIMD lanes where they fit; the same bits either way).
+void ggml_vexpf_rows(const float* x, float* y, std::int64_t n);
+
 // y[i] = silu(gate[i]) · up[i] as ggml_vec_swiglu_f32: silu(x) = x / (1 + exp(0 - x)),
 // blocks of 16 with ggml_vexpf, the rest with expf.
 void swiglu_ggml(const float* gate, const float* up, float* y, std::int64_t n);

@@ -2,14 +2,17 @@
 // Causal attention for a prompt batch over an f16 or f32 KV cache, fused: no n x n_kv
 // score tensor, no f32 copy of the cache, masked keys never computed.
 //
-// Note [prefill attention]: the math is the reference chain in f32 (einsum q·k, times
-// scale, + causal mask, softmax with max subtraction, einsum with v): s = (q·k)·scale,
-// m = max s, e = exp(s - m), S = Σe in key order, p = e·(1/S), o = Σ p·v. Only the
-// summation order of the dot products and the exp (fast_exp, <= 2 ulp vs libm's 1)
-// differ. Work is split per (kv head, query tile); a task holds its scores transposed,
-// [key][query row] with the tile's grp·rows in SIMD lanes, so the two-pass softmax runs
-// down the keys with no horizontal reductions and K/V rows are used as stored (f16 rows
-// are widened per 64-key tile). Query i sees keys 0..n_past + i.
+// Note [prefill attention]: the arithmetic of ggml's tiled flash-attention path, which
+// llama.cpp runs for batches of >= 64 rows when the head size is a multiple of 16 (Note
+// [ggml summation order] in f16_matmul.hpp: one ulp here flips later f16 roundings). Per
+// query row and per tile of 64 keys: scores q·k in f32 (q not rounded, k widened), each a
+// fused multiply-add chain over the head dims from 0, times scale; the tile's max M' and,
+// when it raises the running max M, the output and sum rescaled by expf(M - M') (libm);
+// weights w = ggml_vexpf(s - M) (0 for unseen keys); the sum S += the 16-key folds of w in
+// double; the output o += Σ w·v as one fused multiply-add chain per element, keys in order.
+// At the end o / S. Work is split per (kv head, query tile); a task holds one key tile's
+// scores transposed, [key][query row] with the tile's grp·rows in SIMD lanes, and K/V rows
+// as stored (f16 rows widened per 64-key tile). Query i sees keys 0..n_past + i.
 #include "fucina/fucina.hpp"
 
 namespace fucina::model {
@@ -30,8 +33,6 @@ namespace detail {
 Tensor<"seq", "kvh", "grp", "hd"> prefill_attention_scalar(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q,
                                                            const RawTensor& keys, const RawTensor& values,
                                                            std::int64_t n_past, float scale);
-// y[i] = fast_exp(x[i]) through the kernel's SIMD arm; bit-identical to the scalar fast_exp.
-void fast_exp_rows(const float* x, float* y, std::int64_t n);
 }  // namespace detail
 
 }  // namespace fucina::model
