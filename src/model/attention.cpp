@@ -1,5 +1,6 @@
 #include "fucina/model/attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "fucina/model/flash_attention.hpp"
@@ -8,8 +9,19 @@
 namespace fucina::model {
 
 namespace {
-// llama.cpp switches to its tiled f32 flash-attention path from this many query rows.
-constexpr std::int64_t kTiledFromRows = 64;
+// llama.cpp switches to its tiled f32 flash-attention path from this many query rows, for
+// head sizes that fill whole 16-lane vectors.
+constexpr std::int64_t kTiledFromRows = 64, kTiledHeadMultiple = 16;
+
+std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
+
+// The chunk of Note [split decode] for n new rows over n_kv keys, 0 when ggml does not split.
+std::int64_t split_decode_chunk(std::int64_t n, std::int64_t n_kv, std::int64_t capacity, std::int64_t threads) {
+  constexpr std::int64_t kPad = 256, kSplitFrom = 512;
+  const std::int64_t view = std::min(round_up(capacity, kPad), std::max(kPad, round_up(n_kv, kPad)));
+  if (n != 1 || view < kSplitFrom) return 0;
+  return (view + threads - 1) / threads;
+}
 }  // namespace
 
 Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerWeights& w, KvCache& cache,
@@ -31,8 +43,9 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
   auto qg = split<"head", "kvh", "grp">(q, c.group());  // head = kvh * grp + g (GQA)
   const float scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
   Tensor<"seq", "kvh", "grp", "hd"> o;
-  if (cache.dtype() == DType::f16 && n < kTiledFromRows) {
-    o = flash_attention_f16(ctx, qg, cache.keys_f16(layer, n_kv), cache.values_f16(layer, n_kv), n_past, scale);
+  if (cache.dtype() == DType::f16 && (n < kTiledFromRows || c.head_dim % kTiledHeadMultiple != 0)) {
+    o = flash_attention_f16(ctx, qg, cache.keys_f16(layer, n_kv), cache.values_f16(layer, n_kv), n_past, scale,
+                            split_decode_chunk(n, n_kv, cache.capacity(), ctx.threads()));
   } else if (cache.dtype() == DType::f16) {
     o = prefill_attention(ctx, qg, cache.keys_f16(layer, n_kv), cache.values_f16(layer, n_kv), n_past, scale);
   } else {

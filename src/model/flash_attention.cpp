@@ -52,8 +52,11 @@ void mad_f16(Half* acc, const Half* v, std::int64_t n, float s) {
 // The online softmax's per-key factors of one query row, computed before any value is
 // touched: the running max only depends on the scores. Key j (score dots[j] · scale)
 // rescales the running output by ms[j] (1 unless it is a new max) and adds value j weighted
-// by vs[j]; returns 1 / (the sum of weights), 0 for an empty sum.
-float softmax_steps(const float* dots, float scale, std::int64_t n, float* ms, float* vs) {
+// by vs[j]; returns the final max and the sum of weights.
+struct SoftmaxTotals {
+  float max, sum;
+};
+SoftmaxTotals softmax_steps(const float* dots, float scale, std::int64_t n, float* ms, float* vs) {
   float m = -std::numeric_limits<float>::infinity(), s_sum = 0.f;
   for (std::int64_t j = 0; j < n; ++j) {
     const float s = dots[j] * scale;
@@ -68,8 +71,9 @@ float softmax_steps(const float* dots, float scale, std::int64_t n, float* ms, f
     vs[j] = b;
     s_sum = std::fma(s_sum, a, b);
   }
-  return s_sum == 0.f ? 0.f : 1.f / s_sum;
+  return {m, s_sum};
 }
+float inverse(float sum) { return sum == 0.f ? 0.f : 1.f / sum; }
 
 #if defined(FUCINA_FA_AVX512)
 inline __m512 round_f16(__m512 x) {
@@ -120,7 +124,7 @@ void accumulate_rows(int g_count, const float* const* ms, const float* const* vs
 Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q_in,
                                                       const TensorT<DType::f16, "kseq", "kvh", "hd">& keys,
                                                       const TensorT<DType::f16, "kseq", "kvh", "hd">& values,
-                                                      std::int64_t n_past, float scale) {
+                                                      std::int64_t n_past, float scale, std::int64_t kv_chunk) {
   const auto q = contiguous(ctx, q_in);
   const std::int64_t n = q.size<"seq">(), kvh = q.size<"kvh">(), grp = q.size<"grp">(), hd = q.size<"hd">();
   const std::int64_t n_kv = keys.size<"kseq">();
@@ -166,19 +170,61 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor
     }
     // ggml_vec_dot_f16 on the f16 query: its 64-blocks in f32 lanes, the rest in double.
     dot_f16_vec_rows(kp + h * kr.strides[1], kr.strides[0], qs, g_count, hd, n_seen, dots);
-    for (int g = 0; g < g_count; ++g) inv[g] = softmax_steps(dots[g], scale, n_seen, ms[g], vs[g]);
     const Half* v0 = vp + h * vr.strides[1];
+    // The f16 chain over keys [a, b) of each row from a zero accumulator, times inv[g], into
+    // out[g] (ggml_vec_scale_f16 / ggml_vec_mad_f16 per key).
+    const auto accumulate = [&](std::int64_t a, std::int64_t b, const float* inv, float* const* out) {
+      const float* msa[kPair];
+      const float* vsa[kPair];
+      for (int g = 0; g < g_count; ++g) msa[g] = ms[g] + a, vsa[g] = vs[g] + a;
+      const Half* va = v0 + a * vr.strides[0];
 #if defined(FUCINA_FA_AVX512)
-    if (hd == 128) return accumulate_rows<8>(g_count, ms, vs, inv, n_seen, v0, vr.strides[0], o);
-    if (hd == 64) return accumulate_rows<4>(g_count, ms, vs, inv, n_seen, v0, vr.strides[0], o);
+      if (hd == 128) return accumulate_rows<8>(g_count, msa, vsa, inv, b - a, va, vr.strides[0], out);
+      if (hd == 64) return accumulate_rows<4>(g_count, msa, vsa, inv, b - a, va, vr.strides[0], out);
 #endif
-    for (int g = 0; g < g_count; ++g) {
-      acc.assign(static_cast<std::size_t>(hd), Half{0});
-      for (std::int64_t j = 0; j < n_seen; ++j) {
-        if (ms[g][j] != 1.f) scale_f16(acc.data(), hd, ms[g][j]);
-        mad_f16(acc.data(), v0 + j * vr.strides[0], hd, vs[g][j]);
+      for (int g = 0; g < g_count; ++g) {
+        acc.assign(static_cast<std::size_t>(hd), Half{0});
+        for (std::int64_t j = 0; j < b - a; ++j) {
+          if (msa[g][j] != 1.f) scale_f16(acc.data(), hd, msa[g][j]);
+          mad_f16(acc.data(), va + j * vr.strides[0], hd, vsa[g][j]);
+        }
+        for (std::int64_t d = 0; d < hd; ++d) out[g][d] = h2f(acc[static_cast<std::size_t>(d)]) * inv[g];
       }
-      for (std::int64_t d = 0; d < hd; ++d) o[g][d] = h2f(acc[static_cast<std::size_t>(d)]) * inv[g];
+    };
+    if (kv_chunk <= 0 || n != 1) {
+      for (int g = 0; g < g_count; ++g) inv[g] = inverse(softmax_steps(dots[g], scale, n_seen, ms[g], vs[g]).sum);
+      return accumulate(0, n_seen, inv, o);
+    }
+    // Note [split decode]: one chunk of kv_chunk keys at a time, each with its own max, sum
+    // and f16 chain, merged in f32 in chunk order (ggml_flash_attn_ext_reduce_partials).
+    thread_local std::vector<float> part, total;
+    part.resize(static_cast<std::size_t>(kPair * hd));
+    total.assign(static_cast<std::size_t>(kPair * hd), 0.f);
+    float* parts[kPair];
+    float m_tot[kPair], s_tot[kPair];
+    const float ones[kPair] = {1.f, 1.f};
+    for (int g = 0; g < g_count; ++g) {
+      parts[g] = part.data() + g * hd;
+      m_tot[g] = -std::numeric_limits<float>::infinity(), s_tot[g] = 0.f;
+    }
+    for (std::int64_t a = 0; a < n_seen; a += kv_chunk) {
+      const std::int64_t b = std::min(a + kv_chunk, n_seen);
+      SoftmaxTotals t[kPair];
+      for (int g = 0; g < g_count; ++g) t[g] = softmax_steps(dots[g] + a, scale, b - a, ms[g] + a, vs[g] + a);
+      accumulate(a, b, ones, parts);
+      for (int g = 0; g < g_count; ++g) {
+        if (t[g].sum == 0.f) continue;
+        const float m_new = std::max(m_tot[g], t[g].max);
+        const float s_old = std::exp(m_tot[g] - m_new), s_new = std::exp(t[g].max - m_new);
+        float* tg = total.data() + g * hd;
+        for (std::int64_t d = 0; d < hd; ++d) tg[d] = std::fma(tg[d], s_old, parts[g][d] * s_new);
+        s_tot[g] = std::fma(s_tot[g], s_old, t[g].sum * s_new);
+        m_tot[g] = m_new;
+      }
+    }
+    for (int g = 0; g < g_count; ++g) {
+      const float iv = inverse(s_tot[g]);
+      for (std::int64_t d = 0; d < hd; ++d) o[g][d] = total[static_cast<std::size_t>(g * hd + d)] * iv;
     }
   });
   return out;

@@ -3,9 +3,17 @@
 // qwen3 graphs compute it: optional per-head q/k RMSNorm (qwen3), RoPE (pairing from the
 // config), softmax(q·kᵀ / sqrt(head_dim) + causal mask) · v, output projection.
 //
-// With an f16 cache and < 64 new rows the scores/weighted sum run in flash_attention_f16
-// (llama.cpp's numerics, Note [f16 flash attention]); otherwise in two einsums over f32
-// keys/values, which is what llama.cpp's tiled path computes.
+// Which kernel runs follows which path ggml's flash attention takes (the default KV cache
+// is f16): < 64 new rows, or a head size that is not a multiple of 16, run one row at a time
+// with f16 accumulators (flash_attention_f16, Note [f16 flash attention]); >= 64 rows the
+// tiled f32 path (prefill_attention, Note [prefill attention]).
+//
+// Note [split decode]: one new token over a KV view of >= 512 positions (llama.cpp views
+// n_past + 1 positions rounded up to 256, at most the context rounded up to 256) is split
+// into one chunk of positions per thread, ceil(view / threads) each; every chunk runs its
+// own online softmax and f16 chain, and the chunks are merged in f32. The result depends on
+// the thread count, as llama.cpp's does: `-t N` gives llama.cpp's `-t N` bits. An f32 cache
+// always takes the tiled arithmetic (llama.cpp's one-row f32 path is not emulated).
 #include <span>
 
 #include "fucina/model/kv_cache.hpp"

@@ -13,9 +13,11 @@ namespace fucina::model {
 
 // q <seq, kvh, grp, hd> for the n new tokens; keys/values <kseq, kvh, hd> hold the
 // n_past cached positions followed by the new ones. Query i sees keys 0..n_past + i.
+// kv_chunk > 0 with one new token: the keys are taken kv_chunk at a time and merged (Note
+// [split decode] in attention.hpp).
 Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q,
                                                       const TensorT<DType::f16, "kseq", "kvh", "hd">& keys,
                                                       const TensorT<DType::f16, "kseq", "kvh", "hd">& values,
-                                                      std::int64_t n_past, float scale);
+                                                      std::int64_t n_past, float scale, std::int64_t kv_chunk = 0);
 
 }  // namespace fucina::model
