@@ -1,7 +1,8 @@
 // Decode oracle: runs llama.cpp (public llama.h API, CPU, default context: flash attention
 // auto, f16 KV cache) on a GGUF: the prompt in one batch, then N greedy steps one token at
-// a time. Prints one JSON object: the prompt's ids, the greedy ids, their printed bytes (the
-// concatenation of token_to_piece with special=false, as llama-completion prints them), and
+// a time. Prints one JSON object: the prompt's ids, the greedy ids, their printed bytes
+// (token_to_piece with special=false, as llama-completion prints them: per token and
+// concatenated), and
 // for the last prompt position and every decode step the top-16 logits plus a systematic
 // sample (every 151st id), so a test can compare logits along the whole greedy path
 // (prompt batches, one-row decode, and decode past 256 positions where llama.cpp splits the
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
   std::printf("], \"steps\": [");
   if (llama_decode(ctx, llama_batch_get_one(toks.data(), n))) return std::fprintf(stderr, "decode failed\n"), 1;
   std::vector<llama_token> greedy;
+  std::vector<std::string> pieces;
   std::string text;
   for (int s = 0; s < n_predict; ++s) {
     const float* lg = llama_get_logits_ith(ctx, -1);
@@ -75,11 +77,18 @@ int main(int argc, char** argv) {
     greedy.push_back(cur);
     char piece[256];
     const int m = llama_token_to_piece(vocab, cur, piece, sizeof piece, 0, false);
-    if (m > 0) text.append(piece, static_cast<std::size_t>(m));
+    pieces.emplace_back(piece, static_cast<std::size_t>(std::max(m, 0)));
+    text += pieces.back();
     if (s + 1 < n_predict && llama_decode(ctx, llama_batch_get_one(&cur, 1))) return std::fprintf(stderr, "decode failed\n"), 1;
   }
   std::printf("], \"greedy\": [");
   for (std::size_t i = 0; i < greedy.size(); ++i) std::printf("%s%d", i ? ", " : "", greedy[i]);
+  std::printf("], \"greedy_pieces_hex\": [");
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    std::printf("%s\"", i ? ", " : "");
+    for (unsigned char c : pieces[i]) std::printf("%02x", c);
+    std::printf("\"");
+  }
   std::printf("], \"greedy_text_hex\": \"");
   for (unsigned char c : text) std::printf("%02x", c);
   std::printf("\"}\n");

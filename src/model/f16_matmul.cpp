@@ -1,9 +1,12 @@
 #include "fucina/model/f16_matmul.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "fucina/core/error.hpp"
 #include "fucina/model/ggml_math.hpp"
@@ -11,6 +14,9 @@
 #if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
 #include <immintrin.h>
 #define FUCINA_F16_AVX512 1
+#if defined(__AVX512BF16__)
+#define FUCINA_BF16_AVX512 1
+#endif
 #endif
 
 namespace fucina::model {
@@ -316,6 +322,140 @@ void dot_f16_vec_rows(const Half* w, std::int64_t w_stride, const float* const* 
 #endif
   for (; j < n; ++j)
     for (int q = 0; q < n_x; ++q) out[q][j] = dot_f16(w + j * w_stride, x[q], k, GgmlOrder::vec);
+}
+
+// ---- BF16 (Note [ggml summation order], bf16 part) ----
+
+namespace {
+
+constexpr std::int64_t kBf16Pairs = 32;  // bf16 elements per vdpbf16ps
+
+float bf16_daz(std::uint16_t h) {  // vdpbf16ps reads subnormal inputs as zero
+  const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
+  return std::bit_cast<float>((u & 0x7f800000u) == 0 ? (u & 0x80000000u) : u);
+}
+float f32_daz(float x) { return std::fabs(x) < FLT_MIN ? std::copysign(0.f, x) : x; }
+
+// One vdpbf16ps lane: acc + w[1]·x[1], then + w[0]·x[0], each one FMA with subnormal
+// inputs read as zero and a subnormal result flushed to zero (checked against the
+// instruction on AMD Zen 5; Intel documents the same).
+float dpbf16_lane(float acc, const std::uint16_t* w, const std::uint16_t* x) {
+  acc = f32_daz(std::fma(bf16_daz(w[1]), bf16_daz(x[1]), f32_daz(acc)));
+  return f32_daz(std::fma(bf16_daz(w[0]), bf16_daz(x[0]), acc));
+}
+
+// ggml_vec_dot_bf16: two 16-lane accumulators over 64-blocks (the first 32 elements, the
+// next 32), each folded and added in double, the tail's exact products in double.
+float dot_bf16_vec_scalar(const std::uint16_t* w, const std::uint16_t* x, std::int64_t k) {
+  float c[2][16] = {};
+  std::int64_t i = 0;
+  for (; i + 2 * kBf16Pairs <= k; i += 2 * kBf16Pairs)
+    for (int h = 0; h < 2; ++h)
+      for (int l = 0; l < 16; ++l) c[h][l] = dpbf16_lane(c[h][l], w + i + h * kBf16Pairs + 2 * l, x + i + h * kBf16Pairs + 2 * l);
+  double s = 0;
+  s += static_cast<double>(fold16(c[0]));
+  s += static_cast<double>(fold16(c[1]));
+  for (; i < k; ++i) s += static_cast<double>(bf16_to_float(w[i]) * bf16_to_float(x[i]));
+  return static_cast<float>(s);
+}
+
+// tinyBLAS<32, __m512, __m512bh>: one accumulator over k in steps of 32, folded.
+float dot_bf16_tiled_scalar(const std::uint16_t* w, const std::uint16_t* x, std::int64_t k) {
+  float c[16] = {};
+  for (std::int64_t i = 0; i < k; i += kBf16Pairs)
+    for (int l = 0; l < 16; ++l) c[l] = dpbf16_lane(c[l], w + i + 2 * l, x + i + 2 * l);
+  return fold16(c);
+}
+
+#if defined(FUCINA_BF16_AVX512)
+__m512bh load_bf16x32(const std::uint16_t* p) { return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p)); }
+
+float dot_bf16_vec(const std::uint16_t* w, const std::uint16_t* x, std::int64_t k) {
+  __m512 c1 = _mm512_setzero_ps(), c2 = c1;
+  std::int64_t i = 0;
+  for (; i + 2 * kBf16Pairs <= k; i += 2 * kBf16Pairs) {
+    c1 = _mm512_dpbf16_ps(c1, load_bf16x32(w + i), load_bf16x32(x + i));
+    c2 = _mm512_dpbf16_ps(c2, load_bf16x32(w + i + kBf16Pairs), load_bf16x32(x + i + kBf16Pairs));
+  }
+  alignas(64) float l1[16], l2[16];
+  _mm512_store_ps(l1, c1);
+  _mm512_store_ps(l2, c2);
+  double s = 0;
+  s += static_cast<double>(fold16(l1));
+  s += static_cast<double>(fold16(l2));
+  for (; i < k; ++i) s += static_cast<double>(bf16_to_float(w[i]) * bf16_to_float(x[i]));
+  return static_cast<float>(s);
+}
+
+// A 4 x 4 tile of tiled-order dots (x rows i, w rows j), each output one accumulator.
+template <int RM, int RN>
+void tile_bf16(const std::uint16_t* x, std::int64_t ldx, const std::uint16_t* w, std::int64_t ldw, std::int64_t k,
+               float* y, std::int64_t ldy) {
+  __m512 acc[RM][RN];
+  for (auto& r : acc)
+    for (auto& a : r) a = _mm512_setzero_ps();
+  for (std::int64_t p = 0; p < k; p += kBf16Pairs) {
+    __m512bh b[RN];
+    for (int j = 0; j < RN; ++j) b[j] = load_bf16x32(w + j * ldw + p);
+    for (int i = 0; i < RM; ++i) {
+      const __m512bh a = load_bf16x32(x + i * ldx + p);
+      for (int j = 0; j < RN; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], b[j], a);
+    }
+  }
+  alignas(64) float lanes[16];
+  for (int i = 0; i < RM; ++i)
+    for (int j = 0; j < RN; ++j) {
+      _mm512_store_ps(lanes, acc[i][j]);
+      y[i * ldy + j] = fold16(lanes);
+    }
+}
+#endif
+
+}  // namespace
+
+float dot_bf16_scalar(const std::uint16_t* w, const std::uint16_t* x, std::int64_t k, GgmlOrder order) {
+  return order == GgmlOrder::tiled && k % kBf16Pairs == 0 ? dot_bf16_tiled_scalar(w, x, k) : dot_bf16_vec_scalar(w, x, k);
+}
+
+float dot_bf16(const std::uint16_t* w, const std::uint16_t* x, std::int64_t k, GgmlOrder order) {
+#if defined(FUCINA_BF16_AVX512)
+  if (order == GgmlOrder::tiled && k % kBf16Pairs == 0) {
+    float y = 0;
+    tile_bf16<1, 1>(x, k, w, k, k, &y, 1);
+    return y;
+  }
+  return dot_bf16_vec(w, x, k);
+#else
+  return dot_bf16_scalar(w, x, k, order);
+#endif
+}
+
+void matmul_bf16(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int64_t k, const std::uint16_t* w,
+                 std::int64_t w_stride, std::int64_t n_out, float* y) {
+  // ggml rounds the activations to bf16 (vec_dot_type BF16), nearest even.
+  std::vector<std::uint16_t> xb(static_cast<std::size_t>(n_rows * k));
+  pool.parallel_range(n_rows * k, 1 << 16, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) xb[static_cast<std::size_t>(i)] = float_to_bf16(x[i]);
+  });
+  // tinyBLAS for >= 2 rows when k % 32 == 0 and n_out % 4 == 0 (Note [ggml summation order]).
+  const GgmlOrder order = n_rows >= 2 && k % kBf16Pairs == 0 && n_out % 4 == 0 ? GgmlOrder::tiled : GgmlOrder::vec;
+  constexpr std::int64_t kRows = 4, kCols = 4;
+  const std::int64_t ob = (n_out + kCols - 1) / kCols;
+  pool.parallel_for(ob, [&](std::int64_t t) {
+    const std::int64_t o0 = t * kCols, o1 = std::min(n_out, o0 + kCols);
+#if defined(FUCINA_BF16_AVX512)
+    if (order == GgmlOrder::tiled && o1 - o0 == kCols) {
+      std::int64_t r = 0;
+      for (; r + kRows <= n_rows; r += kRows)
+        tile_bf16<kRows, kCols>(xb.data() + r * k, k, w + o0 * w_stride, w_stride, k, y + r * n_out + o0, n_out);
+      for (; r < n_rows; ++r) tile_bf16<1, kCols>(xb.data() + r * k, k, w + o0 * w_stride, w_stride, k, y + r * n_out + o0, n_out);
+      return;
+    }
+#endif
+    for (std::int64_t o = o0; o < o1; ++o)
+      for (std::int64_t r = 0; r < n_rows; ++r)
+        y[r * n_out + o] = dot_bf16(w + o * w_stride, xb.data() + static_cast<std::size_t>(r * k), k, order);
+  });
 }
 
 }  // namespace fucina::model

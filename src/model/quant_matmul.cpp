@@ -9,6 +9,7 @@
 #endif
 
 #include "fucina/core/error.hpp"
+#include "fucina/model/f16_matmul.hpp"
 #include "fucina/kernels/gemm/sgemm.hpp"
 #include "fucina/quant/fp16.hpp"
 #include "fucina/quant/vec_dot.hpp"
@@ -75,41 +76,6 @@ void matmul_quant_gemm(ThreadPool& pool, const float* x, std::int64_t n_rows, co
   gemm_decoded(pool, xq.data(), n_rows, w, y, quant::type_traits(w.type).block_size);
 }
 
-// BF16 weights: ggml rounds the activations to bf16 too (vec_dot_type BF16); both sides
-// are then exact in f32, summed here in f32 (ggml's vdpbf16ps sums pairs first, so the
-// last bits can differ). One row: a streaming dot per output; more: the blocked GEMM.
-float dot_bf16(const std::uint16_t* w, const float* x, std::int64_t k) {
-  std::int64_t i = 0;
-  float s = 0.f;
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
-  __m512 acc = _mm512_setzero_ps();
-  for (; i + 16 <= k; i += 16) {
-    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i)));
-    acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(h, 16)), _mm512_loadu_ps(x + i), acc);
-  }
-  s = _mm512_reduce_add_ps(acc);
-#endif
-  for (; i < k; ++i) s = std::fma(std::bit_cast<float>(static_cast<std::uint32_t>(w[i]) << 16), x[i], s);
-  return s;
-}
-
-void matmul_bf16(ThreadPool& pool, const float* x, std::int64_t n_rows, const QuantMatrix& w, float* y) {
-  const std::int64_t k = w.cols;
-  std::vector<float> xq(static_cast<std::size_t>(n_rows * k));
-  std::vector<quant::bf16_bits> tmp(static_cast<std::size_t>(k));
-  for (std::int64_t r = 0; r < n_rows; ++r) {
-    quant::fp32_to_bf16_row(x + r * k, tmp.data(), k);  // ggml's rounding (nearest even, NaN kept)
-    quant::bf16_to_fp32_row(tmp.data(), xq.data() + r * k, k);
-  }
-  if (n_rows >= kGemmFromRows) return gemm_decoded(pool, xq.data(), n_rows, w, y, 1);
-  pool.parallel_range(w.rows, 16, [&](std::int64_t o0, std::int64_t o1) {
-    for (std::int64_t o = o0; o < o1; ++o) {
-      const auto* wr = reinterpret_cast<const std::uint16_t*>(w.row(o));
-      for (std::int64_t r = 0; r < n_rows; ++r) y[r * w.rows + o] = dot_bf16(wr, xq.data() + r * k, k);
-    }
-  });
-}
-
 // Packed weights (quant/packed.hpp): activations in the packed kernels' format, then
 // groups of 16 output rows spread over the pool; each task covers every activation row.
 void matmul_packed(ThreadPool& pool, const float* x, std::int64_t n_rows, const quant::PackedMatrix& w, float* y) {
@@ -132,7 +98,9 @@ void matmul_packed(ThreadPool& pool, const float* x, std::int64_t n_rows, const 
 }  // namespace
 
 void matmul_quant(ThreadPool& pool, const float* x, std::int64_t n_rows, const QuantMatrix& w, float* y) {
-  if (w.type == quant::QuantType::BF16) return matmul_bf16(pool, x, n_rows, w, y);
+  if (w.type == quant::QuantType::BF16)
+    return matmul_bf16(pool, x, n_rows, w.cols, reinterpret_cast<const std::uint16_t*>(w.row(0)),
+                       static_cast<std::int64_t>(w.row_bytes / sizeof(std::uint16_t)), w.rows, y);
   const auto& traits = quant::type_traits(w.type);
   const quant::QuantType act_type = traits.vec_dot_type;
   if (w.fast_prefill && n_rows >= kGemmFromRows) return matmul_quant_gemm(pool, x, n_rows, w, y, act_type);

@@ -152,7 +152,8 @@ TEST_P(DecodeParity, LogitsAlongTheGreedyPathMatchLlamaCpp) {
 }
 
 // What the user sees: `fucina run --temp 0` prints exactly llama.cpp's greedy bytes
-// (token_to_piece concatenation), and with --echo the prompt before them.
+// (token_to_piece concatenation, up to an end-of-generation token, where llama-completion
+// stops too), and with --echo the prompt before them.
 TEST_P(DecodeParity, RunPrintsLlamaCppsGreedyBytes) {
   if (!std::filesystem::exists(test::cli_path())) GTEST_SKIP() << "CLI not built at " << test::cli_path();
   const auto& m = matrix();
@@ -162,21 +163,27 @@ TEST_P(DecodeParity, RunPrintsLlamaCppsGreedyBytes) {
   const auto golden = read_json(test::test_data_dir() / "llm_parity" / (GetParam() + ".decode.json"));
   const auto path = make_model(dir_, *it, golden);
   if (HasFailure()) return;
+  const auto model = model::Model::load(path);
+  const tokenizer::Tokenizer tok(tokenizer::load_tokenizer_data(model.file()));
   int p = 0;
   for (const auto& cs : golden.at("cases")) {
     SCOPED_TRACE(fmt::format("{} prompt {}", GetParam(), p++));
+    std::string want;
+    const auto greedy = cs.at("greedy").get<std::vector<std::int32_t>>();
+    for (std::size_t i = 0; i < greedy.size() && !tok.is_eog(greedy[i]); ++i)
+      want += cs.at("greedy_pieces_hex").at(i).get<std::string>();
     const auto prompt = cs.at("prompt").get<std::string>();
     const auto prompt_file = dir_ / "prompt.txt";
     std::ofstream(prompt_file, std::ios::binary) << prompt;
-    const std::string cmd = fmt::format("{} run {} -f {} --temp 0 -n {} -t {} -c {} 2>/dev/null", shell_quote(test::cli_path().string()),
+    const std::string cmd = fmt::format("({} run {} -f {} --temp 0 -n {} -t {} -c {} {{}} 2>/dev/null)", shell_quote(test::cli_path().string()),
                                         shell_quote(path.string()), shell_quote(prompt_file.string()),
                                         cs.at("greedy").size(), cs.at("threads").get<int>(), cs.at("n_ctx").get<int>());
-    const auto plain = test::run_cli(cmd);
+    const auto plain = test::run_cli(fmt::format(fmt::runtime(cmd), ""));
     ASSERT_EQ(plain.status, 0);
-    EXPECT_EQ(hex(plain.output), cs.at("greedy_text_hex").get<std::string>());
-    const auto echoed = test::run_cli(cmd + " --echo");
+    EXPECT_EQ(hex(plain.output), want);
+    const auto echoed = test::run_cli(fmt::format(fmt::runtime(cmd), "--echo"));
     ASSERT_EQ(echoed.status, 0);
-    EXPECT_EQ(hex(echoed.output), hex(prompt) + cs.at("greedy_text_hex").get<std::string>());
+    EXPECT_EQ(hex(echoed.output), hex(prompt) + want);
   }
 }
 

@@ -28,8 +28,16 @@ using namespace fucina;
 
 namespace {
 
-constexpr double kMinTop1 = 0.99;
-constexpr double kMaxMeanKl = 1e-3;
+// Dense Q4_0 prompts run through the same repacked kernel order as llama.cpp's on x86
+// (q4_0_8x8): bit-exact, so its KL is rounding noise. Q8_0, Q6_K (and Q4_K_M's Q6_K tensors) sum their
+// per-block scale products in another f32 order than ggml's x86 dots (Q6_K: eight float
+// lanes per super-block), so f16 KV roundings flip and a near-tie can go either way on these
+// random-weight models: a statistical bar. Measured 2026-12-03 after the attention, SwiGLU
+// and f32-order work made every other product exact: Q6_K on synth-qwen3-256 96.1% top-1,
+// mean KL 4.5e-5 (was 99.2%, 6.9e-5); the rest >= 99.2%.
+constexpr double kMinTop1 = 0.95;
+constexpr double kMaxMeanKl = 1e-4;
+constexpr double kExactMeanKl = 1e-12;
 const char* const kSynthName = "synth-qwen3-256";
 
 // The 256-wide model whose rows let K-quants apply (must match make_quant_goldens.sh).
@@ -247,6 +255,10 @@ TEST_P(QuantParity, TeacherForcedLogitsMatchLlamaCpp) {
   std::printf(", forward_all %.1f ms, total %.0f ms\n", ms(t1, t2), ms(t0, std::chrono::steady_clock::now()));
   EXPECT_GE(top1, kMinTop1);
   EXPECT_LE(mean_kl, kMaxMeanKl);
+  if (c.format == "Q4_0" && c.model.find("moe") == std::string::npos) {  // MoE experts: mul_mat_id, not repacked
+    EXPECT_EQ(agree, static_cast<int>(gold.size()));
+    EXPECT_LE(mean_kl, kExactMeanKl) << "Q4_0 takes llama.cpp's own kernel order: its logits should be its bits";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Goldens, QuantParity, ::testing::ValuesIn(cases()),
