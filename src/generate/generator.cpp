@@ -62,6 +62,10 @@ std::int64_t Generator::feed_prompt(std::span<const tokenizer::TokenId> ids) {
 Result Generator::generate(const Request& request) {
   FUCINA_CHECK(!logits_.empty(), InvalidArgument, "[generate] generate() before feed_prompt()");
   const std::int64_t limit = request.max_tokens < 0 ? cache_.capacity() : request.max_tokens;
+  if (request.sampling) {
+    sampler_ = sample::Sampler(*request.sampling);
+    for (const auto id : cached_) sampler_.accept(id);
+  }
   tokenizer::StreamDecoder detok(tok_, {.continues_text = true});
   sample::StopMatcher stop(request.stops);
   Result r;

@@ -16,6 +16,7 @@
 #include "fucina/generate/chat.hpp"
 #include "fucina/generate/generator.hpp"
 #include "fucina/model/synth.hpp"
+#include "fucina/tokenizer/utf8.hpp"
 #include "support/run_cli.hpp"
 
 namespace {
@@ -31,10 +32,7 @@ class GeneratorTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = std::filesystem::temp_directory_path() / ("fucina_generate_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
-    model::SynthSpec spec;  // built-in SPM byte vocabulary, no chat template (ChatML)
-    spec.arch = "qwen3";
-    spec.n_embd = 64;
-    spec.n_layer = 2;
+    model::SynthSpec spec;  // qwen3, 64 wide, 2 layers, built-in SPM vocabulary, no chat template
     spec.n_ff = 128;
     spec.n_ctx = 2048;
     spec.seed = 4;
@@ -82,14 +80,18 @@ TEST_F(GeneratorTest, CallbackSeesEveryToken) {
   ASSERT_EQ(r.tokens.size(), 12u);
   ASSERT_EQ(steps.size(), 13u);  // 12 tokens, then the flush
   std::string joined;
+  int held = 0;  // tokens whose bytes wait for the rest of their UTF-8 character
   for (std::size_t i = 0; i < steps.size(); ++i) {
     joined += steps[i].text;
     if (i < 12) {
+      EXPECT_EQ(tokenizer::utf8_complete_prefix(steps[i].text), steps[i].text.size()) << "step " << i;
+      held += steps[i].text.empty() && !tok_->piece(steps[i].token, false).empty();
       EXPECT_EQ(steps[i].token, r.tokens[i]);
       EXPECT_EQ(steps[i].n_logits, static_cast<std::size_t>(model_->config().n_vocab));
       EXPECT_EQ(steps[i].argmax, r.tokens[i]);  // greedy: the row's argmax
     }
   }
+  EXPECT_GT(held, 0) << "this completion no longer splits a character across byte tokens";
   EXPECT_EQ(steps.back().token, tokenizer::null_token);
   EXPECT_EQ(steps.back().n_logits, 0u);
   EXPECT_EQ(joined, r.text);
@@ -161,6 +163,20 @@ TEST_F(GeneratorTest, EosEndsGenerationAndIsNotPrinted) {
   EXPECT_EQ(on.reason, StopReason::Length);
   EXPECT_TRUE(std::equal(r.tokens.begin(), r.tokens.end(), on.tokens.begin()));
   EXPECT_EQ(generate::to_string(r.reason), "eos");
+}
+
+TEST_F(GeneratorTest, RequestSamplingIsItsOwn) {
+  const sample::SamplerConfig seeded{.repeat_penalty = 1.3f, .seed = 21};
+  const Result alone = run("Hello", {.max_tokens = 16}, seeded);
+  // A generator made for greedy decoding, its sampler used once already, then given the
+  // seeded config by the request: the same tokens as a generator made with it.
+  Generator g = make();
+  g.feed_prompt(ids("Hello"));
+  (void)g.generate({.max_tokens = 4});
+  g.feed_prompt(ids("Hello"));
+  const Result own = g.generate({.max_tokens = 16, .sampling = seeded});
+  EXPECT_EQ(own.tokens, alone.tokens);
+  EXPECT_NE(own.tokens, run("Hello", {.max_tokens = 16}).tokens);  // not greedy
 }
 
 TEST_F(GeneratorTest, ContextFullStopsAtTheCacheEnd) {

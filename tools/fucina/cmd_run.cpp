@@ -1,5 +1,6 @@
 // fucina run: generate text from a GGUF model. stdout carries exactly the completion
-// (plus the prompt with --echo); logs and speed go to stderr.
+// (plus the prompt with --echo); logs and speed go to stderr. The loop itself is the
+// library's generate::Generator (Note [Generation loop]).
 #include <fmt/core.h>
 
 #include <chrono>

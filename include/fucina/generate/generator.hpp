@@ -1,7 +1,10 @@
 #pragma once
 // Text generation over one sequence: a model, its KV cache and a sampler, fed a prompt and
 // decoding token by token. `fucina run` is a thin shell over it; a server runs one
-// Generator per request (the cache, sampler and history are all per-object state).
+// Generator per request or per client slot (cache, sampler and history are per-object
+// state; Request::sampling gives a request its own sampler on a reused slot). Request,
+// Step, Result and StopReason do not depend on how the forward pass runs, so a batched
+// decoder stepping many sequences at once can keep them.
 //
 // Note [Generation loop]
 // feed_prompt(ids) makes the cache hold exactly `ids`: the longest prefix it shares with the
@@ -24,6 +27,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -64,6 +68,9 @@ using StepCallback = std::function<void(const Step&)>;
 
 struct Request {
   std::int64_t max_tokens = 128;  // < 0: until EOS or the context is full
+  // A fresh sampler for this request (its penalty history: the cached tokens); unset: the
+  // Generator's sampler goes on (a chat's turns share one, as llama.cpp's does).
+  std::optional<sample::SamplerConfig> sampling{};
   std::vector<std::string> stops{};  // stop strings (never part of the text)
   bool ignore_eos = false;        // keep going after an end-of-generation token
   // Read before each token; once true, generation ends with Cancelled.
