@@ -50,6 +50,7 @@ std::int64_t Generator::feed_prompt(std::span<const tokenizer::TokenId> ids) {
   const std::size_t keep = std::min(static_cast<std::size_t>(common), ids.size() - 1);
   cache_.truncate(static_cast<std::int64_t>(keep));
   cached_.resize(keep);
+  unrun_ = tokenizer::null_token;
   const auto rest = ids.subspan(keep);
   for (const auto id : rest) sampler_.accept(id);
   const auto t0 = clock_type::now();
@@ -79,9 +80,19 @@ Result Generator::generate(const Request& request) {
       r.reason = StopReason::Cancelled;
       break;
     }
+    if (unrun_ != tokenizer::null_token) {  // the previous token, for the logits to sample from
+      if (cache_.size() >= cache_.capacity()) {
+        r.reason = StopReason::ContextFull;
+        break;
+      }
+      const tokenizer::TokenId one[1] = {unrun_};
+      logits_ = model_.forward(ctx_, cache_, one).to_vector();
+      cached_.push_back(unrun_);
+    }
     const tokenizer::TokenId next = sampler_.sample(logits_);
     sampler_.accept(next);
     r.tokens.push_back(next);
+    unrun_ = next;
     if (!request.ignore_eos && tok_.is_eog(next)) {
       r.reason = StopReason::Eos;
       emit(next, {}, logits_);
@@ -92,14 +103,6 @@ Result Generator::generate(const Request& request) {
       r.reason = StopReason::StopString;
       break;
     }
-    if (static_cast<std::int64_t>(r.tokens.size()) == limit) break;
-    if (cache_.size() >= cache_.capacity()) {
-      r.reason = StopReason::ContextFull;
-      break;
-    }
-    const tokenizer::TokenId one[1] = {next};
-    logits_ = model_.forward(ctx_, cache_, one).to_vector();
-    cached_.push_back(next);
   }
   emit(tokenizer::null_token, stop.stopped() ? std::string() : stop.push(detok.flush()) + stop.flush(), {});
   r.timings = prompt_;

@@ -19,6 +19,10 @@
 #include "fucina/tokenizer/utf8.hpp"
 #include "support/run_cli.hpp"
 
+namespace fucina::generate {
+void PrintTo(StopReason reason, std::ostream* os) { *os << to_string(reason); }  // gtest messages
+}  // namespace fucina::generate
+
 namespace {
 
 using namespace fucina;
@@ -113,6 +117,19 @@ TEST_F(GeneratorTest, LengthStopsAtMaxTokens) {
   const Result ten = run("abc", {.max_tokens = 10});
   EXPECT_TRUE(std::equal(five.tokens.begin(), five.tokens.end(), ten.tokens.begin()));
   EXPECT_EQ(generate::to_string(StopReason::Length), "length");
+}
+
+TEST_F(GeneratorTest, GeneratingAgainContinuesTheText) {
+  const Result whole = run("abc", {.max_tokens = 10});
+  ASSERT_EQ(whole.reason, StopReason::Length);
+  Generator g = make();
+  g.feed_prompt(ids("abc"));
+  const Result a = g.generate({.max_tokens = 4});
+  const Result b = g.generate({.max_tokens = 6});
+  std::vector<tokenizer::TokenId> joined = a.tokens;
+  joined.insert(joined.end(), b.tokens.begin(), b.tokens.end());
+  EXPECT_EQ(joined, whole.tokens);
+  EXPECT_EQ(a.text + b.text, whole.text);
 }
 
 TEST_F(GeneratorTest, CancellationStopsWithinOneToken) {

@@ -14,16 +14,16 @@
 // that the render's encoding spells otherwise (a byte token <0x6C> where the text "l"
 // encodes to the token "l") only shortens the reused prefix.
 // generate(request) then repeats, until a stop reason:
-//   cancel flag set -> Cancelled (checked before each token: at most one token after it is set)
-//   sample from the last logits, record it in the sampler
-//   an end-of-generation token (unless ignore_eos) -> Eos; it is neither printed nor cached
+//   max_tokens generated -> Length
+//   cancel flag set -> Cancelled (read before each token: none is sampled after it is set)
+//   run the previous sampled token through the model for the logits (the cache is full ->
+//   ContextFull), sample from them and record the token in the sampler
+//   an end-of-generation token (unless ignore_eos) -> Eos; it prints nothing
 //   detokenize (StreamDecoder with continues_text: llama.cpp's token_to_piece bytes, UTF-8
 //   held back until complete), hold back a possible stop string (sample/stop.hpp) -> StopString
-//   max_tokens generated -> Length; the cache is full -> ContextFull
-//   run the token through the model for the next logits.
-// The last sampled token is not run (nothing needs its logits): the cache holds the prompt
-// and every generated token but the last, and the next feed_prompt re-feeds it when the
-// next prompt continues the text.
+// So the last sampled token is not run when generation ends (nothing needs its logits yet):
+// the cache holds the prompt and every generated token but the last. generate() again
+// continues the text from it; feed_prompt() drops it (a chat's next render spells it anyway).
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -117,6 +117,7 @@ class Generator {
   sample::Sampler sampler_;
   std::vector<tokenizer::TokenId> cached_;  // the tokens whose K/V the cache holds
   std::vector<float> logits_;
+  tokenizer::TokenId unrun_ = tokenizer::null_token;  // sampled, not yet through the model
   Timings prompt_;  // of the last feed_prompt
 };
 
