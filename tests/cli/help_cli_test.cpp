@@ -1,7 +1,6 @@
 // `fucina --help` and `fucina CMD --help` for every subcommand: the help goes to stdout
 // (so `fucina run --help | less` works), nothing to stderr, exit 0. A usage error still
 // prints the usage to stderr with exit 2. Skips when the CLI binary has not been built.
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,20 +13,15 @@
 
 namespace {
 
+using fucina::test::Capture;
 using fucina::test::CliResult;
-using fucina::test::run_cli;
+using fucina::test::run_fucina;
 
 class HelpCli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (!std::filesystem::exists(fucina::test::cli_path())) GTEST_SKIP() << "CLI not built at " << fucina::test::cli_path();
-  }
-  static CliResult stdout_of(const std::string& args) {
-    return run_cli(fmt::format("('{}' {} 2>/dev/null)", fucina::test::cli_path().string(), args));
-  }
-  static CliResult stderr_of(const std::string& args) {
-    return run_cli(fmt::format("('{}' {} >/dev/null)", fucina::test::cli_path().string(), args));
-  }
+  void SetUp() override { FUCINA_REQUIRE_CLI(); }
+  static CliResult stdout_of(const std::string& args) { return run_fucina(args, Capture::Stdout); }
+  static CliResult stderr_of(const std::string& args) { return run_fucina(args, Capture::Stderr); }
 };
 
 // The command names listed by `fucina --help` ("  name   summary" lines after "commands:").

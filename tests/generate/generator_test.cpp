@@ -252,11 +252,12 @@ TEST_F(GeneratorTest, ChatTurnOverReusedCacheEqualsFreshRender) {
 }
 
 TEST_F(GeneratorTest, CliPrintsWhatTheApiReturns) {
-  if (!std::filesystem::exists(test::cli_path())) GTEST_SKIP() << "CLI not built at " << test::cli_path();
+  FUCINA_REQUIRE_CLI();
   const sample::SamplerConfig sampling{.seed = 7};  // the CLI's defaults, seeded
   for (const bool echo : {false, true}) {
-    const auto cli = test::run_cli(fmt::format("('{}' run '{}' -p 'Once upon a time' -n 20 --seed 7 -t 2 --stop 'zz'{} 2>/dev/null)",
-                                               test::cli_path().string(), path().string(), echo ? " --echo" : ""));
+    const auto cli = test::run_fucina(fmt::format("run '{}' -p 'Once upon a time' -n 20 --seed 7 -t 2 --stop 'zz'{}",
+                                                  path().string(), echo ? " --echo" : ""),
+                                      test::Capture::Stdout);
     ASSERT_EQ(cli.status, 0);
     const Result r = run("Once upon a time", {.max_tokens = 20, .stops = {"zz"}}, sampling);
     EXPECT_EQ(cli.output, (echo ? "Once upon a time" : "") + r.text) << "echo " << echo;

@@ -62,7 +62,7 @@ std::string pieces(const tokenizer::Tokenizer& tok, std::span<const tokenizer::T
 }
 
 void check_printed(const std::filesystem::path& model_path, const std::filesystem::path& golden_path) {
-  if (!std::filesystem::exists(test::cli_path())) GTEST_SKIP() << "CLI not built at " << test::cli_path();
+  FUCINA_REQUIRE_CLI();
   std::ifstream gf(golden_path);
   ASSERT_TRUE(gf) << "missing golden " << golden_path;
   const auto golden = nlohmann::json::parse(gf);
@@ -81,8 +81,8 @@ void check_printed(const std::filesystem::path& model_path, const std::filesyste
     EXPECT_EQ(shown(pieces(tok, want_ids)), shown(want));
 
     const auto cli = [&](const char* extra) {
-      return test::run_cli(fmt::format("('{}' run '{}' --temp 0 -n {} -t 2 -p {}{} 2>/dev/null)", test::cli_path().string(),
-                                       model_path.string(), kTokens, shell_quote(prompt), extra));
+      return test::run_fucina(fmt::format("run '{}' --temp 0 -n {} -t 2 -p {}{}", model_path.string(), kTokens, shell_quote(prompt), extra),
+                              test::Capture::Stdout);
     };
     const auto printed = cli("");
     ASSERT_EQ(printed.status, 0);
@@ -147,7 +147,7 @@ INSTANTIATE_TEST_SUITE_P(Models, PrintedText, ::testing::Values("tiny-llama-spm-
 // time" -> " éd bez ..." on tiny-llama). llama.cpp prints that space (token_to_piece with
 // lstrip 0); so does `fucina run`, and --echo gives the prompt and the completion joined.
 TEST(PrintedTextSpm, FirstPieceKeepsItsSpace) {
-  if (!std::filesystem::exists(test::cli_path())) GTEST_SKIP() << "CLI not built at " << test::cli_path();
+  FUCINA_REQUIRE_CLI();
   FUCINA_REQUIRE_SHARED(shared);
   const auto path = shared_model(shared, "tiny-llama-spm-f32");
   const auto model = model::Model::load(path);
@@ -159,8 +159,8 @@ TEST(PrintedTextSpm, FirstPieceKeepsItsSpace) {
   const auto r = g.generate({.max_tokens = 8});
   ASSERT_EQ(tok.piece(r.tokens[0], false).substr(0, 1), " ") << "the first greedy piece no longer starts with a space";
   const auto run = [&](const char* extra) {
-    return test::run_cli(fmt::format("('{}' run '{}' --temp 0 -n 8 -t 2 -p {}{} 2>/dev/null)", test::cli_path().string(),
-                                     path.string(), shell_quote(prompt), extra));
+    return test::run_fucina(fmt::format("run '{}' --temp 0 -n 8 -t 2 -p {}{}", path.string(), shell_quote(prompt), extra),
+                            test::Capture::Stdout);
   };
   EXPECT_EQ(shown(run("").output), shown(pieces(tok, r.tokens)));
   EXPECT_EQ(shown(run(" --echo").output), shown(prompt + pieces(tok, r.tokens)));
