@@ -96,6 +96,8 @@ struct Result {
 
 class Generator {
  public:
+  // model, tok and ctx must outlive the Generator. One Model and Tokenizer serve any number
+  // of Generators; give Generators that run on different threads a Context each.
   Generator(const model::Model& model, const tokenizer::Tokenizer& tok, Context& ctx, const GeneratorOptions& options);
 
   // Makes the cache hold `ids` (Note [Generation loop]); returns how many were run (at
