@@ -7,7 +7,8 @@
 # without it (as here) differs from them by up to 1.7e-3 on tiny-qwen3-f16. These goldens
 # pin the ISA-independent contract: parity with llama.cpp's f32-accumulating kernels.
 #
-# Output: tests/data/llm_parity/<model>.json: per prompt the ids, top-5, 32 greedy ids and a
+# Output: tests/data/llm_parity/<model>.json: per prompt the ids, top-5, 32 greedy ids (and
+# the bytes llama.cpp prints for them, greedy_text_hex), and a
 # logit sample (the top 64 plus every 151st id) of the last prompt position.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -40,7 +41,7 @@ for i, c in enumerate(g["cases"]):
     top = sorted(range(len(logits)), key=lambda k: -logits[k])[:64]
     ids = sorted(set(top) | set(range(0, len(logits), 151)))
     cases.append({"prompt": c["prompt"], "prompt_tokens": o["prompt_tokens"], "last_top5": o["last_top5"],
-                  "greedy": o["greedy"], "n_vocab": len(logits),
+                  "greedy": o["greedy"], "greedy_text_hex": o["greedy_text_hex"], "n_vocab": len(logits),
                   "logit_sample": [[k, logits[k]] for k in ids]})
 json.dump({"oracle": "llama.cpp peer build (../shared/peers/llama-cpp.sh), CPU, 2 threads, no AVX512-FP16",
            "cases": cases}, open(dst, "w"))

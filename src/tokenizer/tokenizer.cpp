@@ -423,7 +423,7 @@ std::string_view Tokenizer::piece(TokenId id, bool render_special) const {
 
 std::string Tokenizer::decode(std::span<const TokenId> ids, const DecodeOptions& opt) const {
   const Impl& m = *impl_;
-  bool remove_space = m.add_space_prefix;
+  bool remove_space = m.add_space_prefix && !opt.continues_text;
   if (opt.remove_special && m.add_bos && !ids.empty() && ids.front() == m.bos) {
     remove_space = false;
     ids = ids.subspan(1);

@@ -19,4 +19,9 @@ CliResult run_cli(const std::string& cmd) {
 
 std::filesystem::path cli_path() { return std::filesystem::path(FUCINA_BINARY_DIR) / "fucina"; }
 
+CliResult run_fucina(const std::string& args, Capture capture) {
+  const char* drop = capture == Capture::Stdout ? " 2>/dev/null" : capture == Capture::Stderr ? " >/dev/null" : "";
+  return run_cli("('" + cli_path().string() + "' " + args + drop + ")");
+}
+
 }  // namespace fucina::test

@@ -16,4 +16,14 @@ CliResult run_cli(const std::string& cmd);
 // The CLI binary of this build tree (may not exist if it was not built).
 std::filesystem::path cli_path();
 
+// `fucina ARGS` of this build tree (ARGS shell-quoted by the caller), capturing stdout and
+// stderr together or one of them alone (the other dropped).
+enum class Capture { Both, Stdout, Stderr };
+CliResult run_fucina(const std::string& args, Capture capture = Capture::Both);
+
 }  // namespace fucina::test
+
+// Skips the current test with a clear message when the CLI has not been built.
+#define FUCINA_REQUIRE_CLI()                                  \
+  if (!std::filesystem::exists(::fucina::test::cli_path())) \
+  GTEST_SKIP() << "CLI not built at " << ::fucina::test::cli_path()

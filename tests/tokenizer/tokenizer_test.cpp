@@ -331,6 +331,22 @@ TEST(StreamDecoder, HoldsIncompleteUtf8) {
   EXPECT_EQ(sd.flush(), "\xC3");
 }
 
+// A completion continues its prompt: the first piece keeps its SPM space, as llama.cpp's
+// token_to_piece prints it ("a little" + " Rey", not "a little" + "Rey").
+TEST(StreamDecoder, ContinuingTextKeepsTheLeadingSpace) {
+  const Tokenizer tok(spm_data());
+  const std::vector<TokenId> ids = {265, 265};
+  StreamDecoder start(tok);
+  StreamDecoder cont(tok, {.continues_text = true});
+  EXPECT_EQ(start.push(265), "a");
+  EXPECT_EQ(start.push(265), " a");
+  EXPECT_EQ(cont.push(265), " a");
+  EXPECT_EQ(cont.push(265), " a");
+  EXPECT_EQ(tok.decode(ids), "a a");
+  EXPECT_EQ(tok.decode(ids, {.continues_text = true}), " a a");
+  EXPECT_EQ(tok.decode(ids, {.continues_text = true}), std::string(tok.piece(265, false)) + std::string(tok.piece(265, false)));
+}
+
 // ---------------------------------------------------------------- errors and loading
 
 TEST(TokenizerErrors, BadDataThrowsNotCrashes) {

@@ -1,5 +1,6 @@
 // fucina run: generate text from a GGUF model. stdout carries exactly the completion
-// (plus the prompt with --echo); logs and speed go to stderr.
+// (plus the prompt with --echo); logs and speed go to stderr. The loop itself is the
+// library's generate::Generator (Note [Generation loop]).
 #include <fmt/core.h>
 
 #include <chrono>
@@ -13,10 +14,10 @@
 
 #include "args.hpp"
 #include "command.hpp"
+#include "fucina/generate/chat.hpp"
+#include "fucina/generate/generator.hpp"
 #include "fucina/model/model.hpp"
 #include "fucina/sample/sampler.hpp"
-#include "fucina/sample/stop.hpp"
-#include "fucina/tokenizer/chat_template.hpp"
 #include "fucina/tokenizer/tokenizer.hpp"
 
 namespace {
@@ -25,6 +26,7 @@ using fucina::cli::UsageError;
 using fucina::cli::parse_load_flag;
 using fucina::cli::parse_num;
 namespace tk = fucina::tokenizer;
+namespace gen = fucina::generate;
 
 constexpr std::string_view usage =
     "usage: fucina run MODEL.gguf -p PROMPT [options]\n"
@@ -144,108 +146,33 @@ void write_out(std::string_view s) {
 using clock_type = std::chrono::steady_clock;
 double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
-// One loaded model with its cache, sampler and the text the cache holds.
-struct Session {
-  const Options& o;
-  const fucina::model::Model& model;
-  const tk::Tokenizer& tok;
-  fucina::Context& ctx;
-  fucina::model::KvCache cache;
-  fucina::sample::Sampler sampler;
-  std::vector<float> logits;
-  std::string fed;  // the text whose tokens the cache holds (chat modes)
+// Generation settings from the flags; the completion streams to stdout as it is made.
+gen::Request request_of(const Options& o) {
+  return {.max_tokens = o.n_predict,
+          .stops = o.stops,
+          .ignore_eos = o.ignore_eos,
+          .cancel = nullptr,
+          .on_step = [](const gen::Step& step) { write_out(step.text); }};
+}
 
-  // Appends ids to the cache and keeps the last logits; returns seconds spent.
-  double feed(const std::vector<std::int32_t>& ids) {
-    if (cache.size() + static_cast<std::int64_t>(ids.size()) >= cache.capacity())
-      throw fucina::Error(fucina::ErrorCode::InvalidArgument,
-                          fmt::format("the prompt has {} tokens, the context has {} of {} left (raise --ctx)",
-                                      ids.size(), cache.capacity() - cache.size(), cache.capacity()));
-    for (auto id : ids) sampler.accept(id);
-    const auto t0 = clock_type::now();
-    logits = model.prefill(ctx, cache, ids, o.batch).to_vector();
-    return seconds_since(t0);
+// Feeds a prompt, pointing at --ctx when it does not fit.
+void feed(gen::Generator& g, std::span<const tk::TokenId> ids) {
+  try {
+    g.feed_prompt(ids);
+  } catch (const fucina::Error& e) {
+    if (e.code() != fucina::ErrorCode::InvalidArgument) throw;
+    throw fucina::Error(e.code(), fmt::format("{} (raise --ctx)", e.what()));
   }
+}
 
-  struct Result {
-    std::string text, reason;
-    std::int64_t n = 0;
-    double seconds = 0;
-  };
-
-  // Samples up to `limit` tokens, streaming text to stdout; the cache ends holding every
-  // generated token except a final end-of-generation one.
-  Result generate(std::int64_t limit) {
-    tk::StreamDecoder detok(tok);
-    fucina::sample::StopMatcher stop(o.stops);
-    Result r;
-    r.reason = "length";
-    const auto t0 = clock_type::now();
-    const auto emit = [&](const std::string& piece) {
-      r.text += piece;
-      write_out(piece);
-    };
-    while (r.n < limit) {
-      const std::int32_t next = sampler.sample(logits);
-      sampler.accept(next);
-      ++r.n;
-      if (!o.ignore_eos && tok.is_eog(next)) {
-        r.reason = "eos";
-        break;
-      }
-      emit(stop.push(detok.push(next)));
-      if (stop.stopped()) {
-        r.reason = "stop string";
-        break;
-      }
-      if (r.n == limit) break;
-      if (cache.size() >= cache.capacity()) {
-        r.reason = "context full";
-        break;
-      }
-      const std::int32_t one[1] = {next};
-      logits = model.forward(ctx, cache, one).to_vector();
-    }
-    if (!stop.stopped()) emit(stop.push(detok.flush()) + stop.flush());
-    r.seconds = seconds_since(t0);
-    fed += r.text;
-    return r;
-  }
-};
-
-void print_speed(std::size_t n_prompt, double t_prompt, const Session::Result& g) {
+void print_speed(const gen::Result& g) {
+  const auto& t = g.timings;
+  const auto per_second = [](std::int64_t n, double s) { return s > 0 ? static_cast<double>(n) / s : 0.0; };
   fmt::print(stderr,
              "\nfucina run: prompt {} tokens in {:.1f} ms ({:.1f} tok/s); generated {} tokens in {:.1f} ms ({:.1f} tok/s); "
              "stop: {}\n",
-             n_prompt, t_prompt * 1e3, t_prompt > 0 ? static_cast<double>(n_prompt) / t_prompt : 0.0, g.n, g.seconds * 1e3,
-             g.seconds > 0 ? static_cast<double>(g.n) / g.seconds : 0.0, g.reason);
-}
-
-// The conversation rendered with the model's template (Note [llama.cpp chat rendering]).
-std::string render_chat(const Session& s, const std::vector<tk::ChatMessage>& messages, bool add_generation_prompt) {
-  const auto tmpl = tk::chat_template_of(s.model.file());
-  const auto text = [&](tk::TokenId id) { return id >= 0 ? s.tok.token_text(id) : std::string(); };
-  tk::ChatTemplateOptions opt{.add_generation_prompt = add_generation_prompt,
-                              .bos_token = text(s.tok.bos_id()),
-                              .eos_token = text(s.tok.eos_id()),
-                              .strip_bos = s.tok.add_bos(),
-                              .strip_eos = s.tok.add_eos()};
-  return tk::apply_chat_template(tmpl ? std::string_view(*tmpl) : tk::default_chat_template(), messages, opt);
-}
-
-// Feeds the rendered conversation: only the part past what the cache already holds when
-// the new render extends it (the usual case), else the whole render from an empty cache.
-double feed_chat(Session& s, const std::string& rendered, std::size_t& n_tokens) {
-  std::vector<std::int32_t> ids;
-  if (!s.fed.empty() && rendered.compare(0, s.fed.size(), s.fed) == 0) {
-    ids = s.tok.encode(std::string_view(rendered).substr(s.fed.size()), {.add_special = false, .parse_special = true});
-  } else {
-    s.cache.clear();
-    ids = s.tok.encode(rendered, {.add_special = true, .parse_special = true});
-  }
-  s.fed = rendered;
-  n_tokens = ids.size();
-  return ids.empty() ? 0.0 : s.feed(ids);
+             t.prompt_tokens, t.prompt_seconds * 1e3, per_second(t.prompt_tokens, t.prompt_seconds), t.gen_tokens,
+             t.gen_seconds * 1e3, per_second(t.gen_tokens, t.gen_seconds), gen::to_string(g.reason));
 }
 
 // Reads one user message from stdin: a line, continued while it ends with a backslash.
@@ -266,8 +193,10 @@ std::optional<std::string> read_user_message() {
   return std::nullopt;
 }
 
-void interactive_loop(Session& s, std::vector<tk::ChatMessage> messages, bool have_first) {
-  const std::int64_t limit = s.o.n_predict < 0 ? s.cache.capacity() : s.o.n_predict;
+// Each turn feeds the whole conversation rendered again; the generator runs only the
+// tokens its cache does not hold yet (Note [Generation loop]).
+void interactive_loop(const Options& o, const fucina::model::Model& model, const tk::Tokenizer& tok, gen::Generator& g,
+                      std::vector<tk::ChatMessage> messages, bool have_first) {
   fmt::print(stderr, "fucina run: interactive chat; end a line with \\ to continue it, /exit or EOF to quit\n");
   while (true) {
     if (!have_first) {
@@ -277,18 +206,16 @@ void interactive_loop(Session& s, std::vector<tk::ChatMessage> messages, bool ha
       messages.push_back({"user", *msg});
     }
     have_first = false;
-    std::size_t n_prompt = 0;
-    double t_prompt = 0;
     try {
-      t_prompt = feed_chat(s, render_chat(s, messages, true), n_prompt);
+      feed(g, tok.encode(gen::render_chat(model.file(), tok, messages, true), {.add_special = true, .parse_special = true}));
     } catch (const fucina::Error& e) {
       fmt::print(stderr, "fucina run: {}; ending the chat\n", e.what());
       break;
     }
-    const auto g = s.generate(limit);
-    messages.push_back({"assistant", g.text});
-    print_speed(n_prompt, t_prompt, g);
-    if (g.reason == "context full") {
+    const auto r = g.generate(request_of(o));
+    messages.push_back({"assistant", r.text});
+    print_speed(r);
+    if (r.reason == gen::StopReason::ContextFull) {
       fmt::print(stderr, "fucina run: the context is full; ending the chat (raise --ctx)\n");
       break;
     }
@@ -327,33 +254,27 @@ int run_main(std::span<char* const> args) {
              cfg.name.empty() ? o.model : cfg.name, fucina::model::arch_name(cfg.arch), cfg.n_layer, cfg.n_embd,
              cfg.n_vocab, n_ctx, ctx.threads(), o.sampling.seed, seconds_since(t_load) * 1e3);
 
-  Session s{o, model, tok, ctx, model.new_cache(ctx, n_ctx, o.kv), fucina::sample::Sampler(o.sampling), {}, {}};
+  gen::Generator g(model, tok, ctx, {.n_ctx = n_ctx, .kv_type = o.kv, .n_batch = o.batch, .sampling = o.sampling});
   std::vector<tk::ChatMessage> messages;
   if (!o.system.empty()) messages.push_back({"system", o.system});
   if (o.have_prompt && (o.chat || o.interactive)) messages.push_back({"user", o.prompt});
   if (o.interactive) {
-    interactive_loop(s, messages, o.have_prompt);
+    interactive_loop(o, model, tok, g, messages, o.have_prompt);
     return 0;
   }
 
-  std::vector<std::int32_t> ids;
-  if (o.chat) {
-    const std::string rendered = render_chat(s, messages, true);
-    ids = tok.encode(rendered, {.add_special = true, .parse_special = true});
-    if (o.echo) write_out(rendered);
-  } else {
-    ids = tok.encode(o.prompt, {.add_special = true, .parse_special = o.parse_special});
-    if (o.echo) write_out(o.prompt);
-  }
+  const std::string prompt = o.chat ? gen::render_chat(model.file(), tok, messages, true) : o.prompt;
+  const auto ids = tok.encode(prompt, {.add_special = true, .parse_special = o.chat || o.parse_special});
+  if (o.echo) write_out(prompt);
   if (ids.empty()) throw UsageError{"the prompt encodes to no tokens"};
-  const double t_prompt = s.feed(ids);
+  feed(g, ids);
   if (!o.dump_logits.empty()) {
+    const auto logits = g.logits();
     std::ofstream f(o.dump_logits, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(s.logits.data()), static_cast<std::streamsize>(s.logits.size() * sizeof(float)));
+    f.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size_bytes()));
     if (!f) throw fucina::Error(fucina::ErrorCode::Io, fmt::format("cannot write '{}'", o.dump_logits));
   }
-  const auto g = s.generate(o.n_predict < 0 ? n_ctx : o.n_predict);
-  print_speed(ids.size(), t_prompt, g);
+  print_speed(g.generate(request_of(o)));
   return 0;
 }
 

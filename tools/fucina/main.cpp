@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 
@@ -23,20 +24,25 @@ Command::Command(std::string_view name, std::string_view summary, Main main) {
 
 namespace {
 
-void print_usage() {
+// To stdout when asked for (--help), to stderr after a usage error.
+void print_usage(std::FILE* to) {
   auto cmds = fucina::cli::command_registry();
   std::sort(cmds.begin(), cmds.end(), [](auto& a, auto& b) { return a.name < b.name; });
-  fmt::print(stderr, "usage: fucina <command> [options]\n\ncommands:\n");
-  for (auto& c : cmds) fmt::print(stderr, "  {:<10} {}\n", c.name, c.summary);
-  fmt::print(stderr, "\nRun 'fucina <command> --help' for a command's options.\n");
+  fmt::print(to, "usage: fucina <command> [options]\n\ncommands:\n");
+  for (auto& c : cmds) fmt::print(to, "  {:<10} {}\n", c.name, c.summary);
+  fmt::print(to, "\nRun 'fucina <command> --help' for a command's options.\n");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    print_usage();
-    return argc < 2 ? 2 : 0;
+  if (argc < 2) {
+    print_usage(stderr);
+    return 2;
+  }
+  if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    print_usage(stdout);
+    return 0;
   }
   for (auto& c : fucina::cli::command_registry()) {
     if (c.name != argv[1]) continue;
@@ -54,6 +60,6 @@ int main(int argc, char** argv) {
     }
   }
   fmt::print(stderr, "fucina: unknown command '{}'\n\n", argv[1]);
-  print_usage();
+  print_usage(stderr);
   return 2;
 }

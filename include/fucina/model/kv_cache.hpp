@@ -6,6 +6,7 @@
 // [size(), size() + n) with store(), reads rows [0, size() + n) with keys()/values(),
 // and calls advance(n) once every layer is done. reserve(n) checks the context first, so
 // a full cache is a clear error before any work.
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -25,6 +26,8 @@ class KvCache {
   std::int64_t size() const { return size_; }
   DType dtype() const { return dtype_; }
   void clear() { size_ = 0; }
+  // Keeps the first n rows (a shared prompt prefix); later rows are overwritten by store().
+  void truncate(std::int64_t n) { size_ = std::clamp<std::int64_t>(n, 0, size_); }
   // Throws InvalidArgument when n more tokens do not fit.
   void reserve(std::int64_t n) const;
   void store(Context& ctx, std::int64_t layer, const Rows& k, const Rows& v);

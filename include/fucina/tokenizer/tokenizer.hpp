@@ -50,6 +50,10 @@ struct DecodeOptions {
   bool remove_special = false;   // drop a leading BOS / trailing EOS the model adds itself
   bool render_special = false;   // print control tokens' text (llama.cpp "unparse_special")
   bool clean_spaces = false;     // apply llama.cpp's clean_up_tokenization_spaces when the vocab asks
+  // The ids continue a text (a completion after its prompt): keep the SPM leading space of
+  // the first piece, so the result is llama.cpp's token_to_piece concatenation, what its
+  // generation prints. Off: llama.cpp's detokenize, which drops that space.
+  bool continues_text = false;
 };
 
 class Tokenizer {
@@ -63,7 +67,7 @@ class Tokenizer {
   std::vector<TokenId> encode(std::string_view text, const EncodeOptions& opt = {}) const;
   void encode(std::string_view text, const EncodeOptions& opt, std::vector<TokenId>& out) const;
 
-  // llama.cpp's detokenize (lstrip of the SPM leading space included).
+  // llama.cpp's detokenize (lstrip of the SPM leading space included unless continues_text).
   std::string decode(std::span<const TokenId> ids, const DecodeOptions& opt = {}) const;
   // Bytes of one token as llama.cpp's token_to_piece renders it (may be partial UTF-8).
   std::string_view piece(TokenId id, bool render_special = true) const;
@@ -93,7 +97,8 @@ class Tokenizer {
 };
 
 // Incremental detokenizer for streaming output: hands out text only up to the last
-// complete UTF-8 character, holding an unfinished sequence until its bytes arrive.
+// complete UTF-8 character, holding an unfinished sequence until its bytes arrive. The
+// pushed ids together give decode(ids, opt); generation sets opt.continues_text.
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tok, DecodeOptions opt = {}) : tok_(&tok), opt_(opt) {}
@@ -107,7 +112,7 @@ class StreamDecoder {
   DecodeOptions opt_;
   std::string pending_;
   bool first_ = true;
-  bool strip_space_ = true;
+  bool strip_space_ = !opt_.continues_text;
 };
 
 }  // namespace fucina::tokenizer

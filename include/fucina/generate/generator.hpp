@@ -1,0 +1,126 @@
+#pragma once
+// Text generation over one sequence: a model, its KV cache and a sampler, fed a prompt and
+// decoding token by token. `fucina run` is a thin shell over it; a server runs one
+// Generator per request or per client slot (cache, sampler and history are per-object
+// state; Request::sampling gives a request its own sampler on a reused slot). Request,
+// Step, Result and StopReason do not depend on how the forward pass runs, so a batched
+// decoder stepping many sequences at once can keep them.
+//
+// Note [Generation loop]
+// feed_prompt(ids) makes the cache hold exactly `ids`: the longest prefix it shares with the
+// tokens already cached stays (the next turn of a chat, rendered in full again, shares the
+// whole conversation so far) and only the rest is run. Reuse compares token ids, not text,
+// so a turn sees the same tokens as the full render fed to an empty cache; a generated token
+// that the render's encoding spells otherwise (a byte token <0x6C> where the text "l"
+// encodes to the token "l") only shortens the reused prefix.
+// generate(request) then repeats, until a stop reason:
+//   max_tokens generated -> Length
+//   cancel flag set -> Cancelled (read before each token: none is sampled after it is set)
+//   run the previous sampled token through the model for the logits (the cache is full ->
+//   ContextFull), sample from them and record the token in the sampler
+//   an end-of-generation token (unless ignore_eos) -> Eos; it prints nothing
+//   detokenize (StreamDecoder with continues_text: llama.cpp's token_to_piece bytes, UTF-8
+//   held back until complete), hold back a possible stop string (sample/stop.hpp) -> StopString
+// So the last sampled token is not run when generation ends (nothing needs its logits yet):
+// the cache holds the prompt and every generated token but the last. generate() again
+// continues the text from it; feed_prompt() drops it (a chat's next render spells it anyway).
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fucina/model/model.hpp"
+#include "fucina/sample/sampler.hpp"
+#include "fucina/tokenizer/tokenizer.hpp"
+
+namespace fucina::generate {
+
+enum class StopReason {
+  Length,       // max_tokens generated
+  Eos,          // the model emitted an end-of-generation token
+  StopString,   // a stop string appeared in the text
+  ContextFull,  // the KV cache has no room for another token
+  Cancelled,    // the request's cancel flag was set
+};
+// "length", "eos", "stop string", "context full", "cancelled".
+std::string_view to_string(StopReason reason);
+
+// Per-sequence settings, fixed for the Generator's life.
+struct GeneratorOptions {
+  std::int64_t n_ctx = 0;      // KV cache length; <= 0: the model's training context
+  DType kv_type = DType::f16;  // KV cache element type (f16 as llama.cpp, or f32)
+  std::int64_t n_batch = 512;  // prompt tokens per forward pass
+  sample::SamplerConfig sampling{};
+};
+
+// One sampled token as the step callback sees it.
+struct Step {
+  tokenizer::TokenId token = tokenizer::null_token;  // null_token: the final flush
+  std::string_view text;           // text released by this token (may be empty: held back)
+  // The row the token was sampled from (empty at the flush); valid during the call only.
+  std::span<const float> logits;
+};
+using StepCallback = std::function<void(const Step&)>;
+
+struct Request {
+  std::int64_t max_tokens = 128;  // < 0: until EOS or the context is full
+  // A fresh sampler for this request (its penalty history: the cached tokens); unset: the
+  // Generator's sampler goes on (a chat's turns share one, as llama.cpp's does).
+  std::optional<sample::SamplerConfig> sampling{};
+  std::vector<std::string> stops{};  // stop strings (never part of the text)
+  bool ignore_eos = false;        // keep going after an end-of-generation token
+  // Read before each token; once true, generation ends with Cancelled.
+  const std::atomic<bool>* cancel = nullptr;
+  // Called for every sampled token, then once with the held-back rest (token null_token);
+  // the texts together are Result::text.
+  StepCallback on_step{};
+};
+
+struct Timings {
+  std::int64_t prompt_tokens = 0;  // run by the last feed_prompt (not those reused)
+  double prompt_seconds = 0;
+  std::int64_t gen_tokens = 0;     // sampled, a final end-of-generation token included
+  double gen_seconds = 0;
+};
+
+struct Result {
+  std::string text;
+  std::vector<tokenizer::TokenId> tokens;  // every sampled token
+  StopReason reason = StopReason::Length;
+  Timings timings;
+};
+
+class Generator {
+ public:
+  // model, tok and ctx must outlive the Generator. One Model and Tokenizer serve any number
+  // of Generators; give Generators that run on different threads a Context each.
+  Generator(const model::Model& model, const tokenizer::Tokenizer& tok, Context& ctx, const GeneratorOptions& options);
+
+  // Makes the cache hold `ids` (Note [Generation loop]); returns how many were run (at
+  // least the last one). Throws InvalidArgument, cache unchanged, for no ids or too many.
+  std::int64_t feed_prompt(std::span<const tokenizer::TokenId> ids);
+  Result generate(const Request& request);
+
+  std::span<const float> logits() const { return logits_; }  // after the last token run
+  std::span<const tokenizer::TokenId> cached_tokens() const { return cached_; }
+  const model::KvCache& cache() const { return cache_; }
+  const tokenizer::Tokenizer& tokenizer() const { return tok_; }
+
+ private:
+  const model::Model& model_;
+  const tokenizer::Tokenizer& tok_;
+  Context& ctx_;
+  std::int64_t n_batch_;
+  model::KvCache cache_;
+  sample::Sampler sampler_;
+  std::vector<tokenizer::TokenId> cached_;  // the tokens whose K/V the cache holds
+  std::vector<float> logits_;
+  tokenizer::TokenId unrun_ = tokenizer::null_token;  // sampled, not yet through the model
+  Timings prompt_;  // of the last feed_prompt
+};
+
+}  // namespace fucina::generate

@@ -1,0 +1,114 @@
+#include "fucina/generate/generator.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "fucina/core/error.hpp"
+#include "fucina/sample/stop.hpp"
+
+namespace fucina::generate {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+
+}  // namespace
+
+std::string_view to_string(StopReason reason) {
+  switch (reason) {
+    case StopReason::Length: return "length";
+    case StopReason::Eos: return "eos";
+    case StopReason::StopString: return "stop string";
+    case StopReason::ContextFull: return "context full";
+    case StopReason::Cancelled: return "cancelled";
+  }
+  return "?";
+}
+
+Generator::Generator(const model::Model& model, const tokenizer::Tokenizer& tok, Context& ctx,
+                     const GeneratorOptions& options)
+    : model_(model),
+      tok_(tok),
+      ctx_(ctx),
+      n_batch_(options.n_batch),
+      cache_(model.new_cache(ctx, options.n_ctx, options.kv_type)),
+      sampler_(options.sampling) {
+  FUCINA_CHECK(n_batch_ >= 1, InvalidArgument, "[generate] n_batch must be at least 1, got {}", n_batch_);
+}
+
+std::int64_t Generator::feed_prompt(std::span<const tokenizer::TokenId> ids) {
+  FUCINA_CHECK(!ids.empty(), InvalidArgument, "[generate] the prompt has no tokens");
+  const std::int64_t capacity = cache_.capacity();
+  if (static_cast<std::int64_t>(ids.size()) >= capacity)
+    fail(ErrorCode::InvalidArgument,
+         fmt::format("the prompt has {} tokens, the context holds {}", ids.size(), capacity));
+  // Keep the longest common prefix, but run at least the last token: its logits are needed.
+  const auto common = std::mismatch(cached_.begin(), cached_.end(), ids.begin(), ids.end()).first - cached_.begin();
+  const std::size_t keep = std::min(static_cast<std::size_t>(common), ids.size() - 1);
+  cache_.truncate(static_cast<std::int64_t>(keep));
+  cached_.resize(keep);
+  unrun_ = tokenizer::null_token;
+  const auto rest = ids.subspan(keep);
+  for (const auto id : rest) sampler_.accept(id);
+  const auto t0 = clock_type::now();
+  logits_ = model_.prefill(ctx_, cache_, rest, n_batch_).to_vector();
+  cached_.insert(cached_.end(), rest.begin(), rest.end());
+  prompt_ = {.prompt_tokens = static_cast<std::int64_t>(rest.size()), .prompt_seconds = seconds_since(t0)};
+  return prompt_.prompt_tokens;
+}
+
+Result Generator::generate(const Request& request) {
+  FUCINA_CHECK(!logits_.empty(), InvalidArgument, "[generate] generate() before feed_prompt()");
+  const std::int64_t limit = request.max_tokens < 0 ? cache_.capacity() : request.max_tokens;
+  if (request.sampling) {
+    sampler_ = sample::Sampler(*request.sampling);
+    for (const auto id : cached_) sampler_.accept(id);
+  }
+  tokenizer::StreamDecoder detok(tok_, {.continues_text = true});
+  sample::StopMatcher stop(request.stops);
+  Result r;
+  const auto emit = [&](tokenizer::TokenId token, const std::string& text, std::span<const float> logits) {
+    r.text += text;
+    if (request.on_step) request.on_step({.token = token, .text = text, .logits = logits});
+  };
+  const auto t0 = clock_type::now();
+  while (static_cast<std::int64_t>(r.tokens.size()) < limit) {
+    if (request.cancel && request.cancel->load()) {
+      r.reason = StopReason::Cancelled;
+      break;
+    }
+    if (unrun_ != tokenizer::null_token) {  // the previous token, for the logits to sample from
+      if (cache_.size() >= cache_.capacity()) {
+        r.reason = StopReason::ContextFull;
+        break;
+      }
+      const tokenizer::TokenId one[1] = {unrun_};
+      logits_ = model_.forward(ctx_, cache_, one).to_vector();
+      cached_.push_back(unrun_);
+    }
+    const tokenizer::TokenId next = sampler_.sample(logits_);
+    sampler_.accept(next);
+    r.tokens.push_back(next);
+    unrun_ = next;
+    if (!request.ignore_eos && tok_.is_eog(next)) {
+      r.reason = StopReason::Eos;
+      emit(next, {}, logits_);
+      break;
+    }
+    emit(next, stop.push(detok.push(next)), logits_);
+    if (stop.stopped()) {
+      r.reason = StopReason::StopString;
+      break;
+    }
+  }
+  emit(tokenizer::null_token, stop.stopped() ? std::string() : stop.push(detok.flush()) + stop.flush(), {});
+  r.timings = prompt_;
+  r.timings.gen_tokens = static_cast<std::int64_t>(r.tokens.size());
+  r.timings.gen_seconds = seconds_since(t0);
+  return r;
+}
+
+}  // namespace fucina::generate
