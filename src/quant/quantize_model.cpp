@@ -354,7 +354,7 @@ std::uint32_t input_file_type(const gguf::Reader& r, const std::vector<std::size
 
 bool convertible_source(GgmlType t) {
   return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 ||
-         (is_quantized(t) && find_type_traits(static_cast<std::uint32_t>(t)).has_value());
+         (is_quantized(t) && find_codec_traits(static_cast<std::uint32_t>(t)).has_value());
 }
 
 }  // namespace
@@ -421,7 +421,7 @@ ModelPlan plan_quantization(const gguf::Reader& input, const QuantizeOptions& op
       FUCINA_CHECK(!is_quantized(p.src_type) || options.allow_requantize, InvalidArgument,
                    "[quantize] tensor {} is already {}; requantizing needs --allow-requantize", p.name,
                    gguf::to_string(p.src_type));
-      FUCINA_CHECK(find_type_traits(static_cast<std::uint32_t>(p.dst_type)).has_value(), Unsupported,
+      FUCINA_CHECK(find_codec_traits(static_cast<std::uint32_t>(p.dst_type)).has_value(), Unsupported,
                    "[quantize] no encoder for {} (tensor {})", gguf::to_string(p.dst_type), p.name);
     }
     plan.tensors.push_back(std::move(p));
