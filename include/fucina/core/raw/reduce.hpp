@@ -23,10 +23,17 @@ void softmax(Context& ctx, const RawTensor& x, int axis, RawTensor& out, bool lo
 void rms_norm(Context& ctx, const RawTensor& x, int axis, float eps, RawTensor& out);
 void layer_norm(Context& ctx, const RawTensor& x, int axis, float eps, RawTensor& out);
 
+// How rope rounds a rotated pair (x0, x1) by (cos, sin): `separate` rounds each product
+// (x0·c − x1·s, as torch computes it); `ggml` fuses the first product of each output into
+// one FMA, as GCC contracts ggml's rope, for bit parity with llama.cpp (a one-ulp f32
+// difference can flip a later f16 rounding and move logits by ~1e-3).
+enum class RopeRounding { separate, ggml };
+
 // Rotary embedding: pairs along `dim_axis` rotated by positions[p] * base^(-2i/d) where p
-// is the index along `pos_axis`. neox pairs (i, i+d/2), otherwise (2i, 2i+1), as llama.cpp.
+// is the index along `pos_axis`; the angles by repeated f32 multiplication, as ggml forms
+// them. neox pairs (i, i+d/2), otherwise (2i, 2i+1), as llama.cpp.
 void rope(Context& ctx, const RawTensor& x, int pos_axis, int dim_axis, std::span<const std::int32_t> positions,
-          float base, bool neox, RawTensor& out);
+          float base, bool neox, RopeRounding rounding, RawTensor& out);
 
 
 }  // namespace fucina::raw
