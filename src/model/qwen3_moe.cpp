@@ -11,7 +11,7 @@ namespace fucina::model {
 Tensor<"seq", "embd"> moe_ffn(Context& ctx, const ModelConfig& c, const LayerWeights& w,
                               const Tensor<"seq", "embd">& h) {
   const std::int64_t n = h.size<"seq">(), k = c.n_expert_used, embd = c.n_embd;
-  auto probs = softmax<"expert">(ctx, dot<"embd">(ctx, h, w.router));  // <seq, expert>
+  auto probs = softmax<"expert">(ctx, linear<"embd">(ctx, h, w.router));  // <seq, expert>
   auto [top, picked] = topk<"expert">(ctx, probs, k);                  // <seq, expert> of size k
   auto total = clamp(ctx, sum<"expert">(ctx, top), 6.103515625e-5f, std::numeric_limits<float>::infinity());
   auto weights = div(ctx, top, total);
@@ -35,8 +35,8 @@ Tensor<"seq", "embd"> moe_ffn(Context& ctx, const ModelConfig& c, const LayerWei
     std::vector<std::int32_t> tok(rows.size());
     for (std::size_t r = 0; r < rows.size(); ++r) tok[r] = static_cast<std::int32_t>(rows[r] / k);
     auto xe = gather<"seq">(ctx, h, TensorT<DType::i32, "tok">::from_data(ctx, {m}, tok));  // <tok, embd>
-    auto ff = mul(ctx, silu(ctx, dot<"embd">(ctx, xe, w.gate_exps.expert(e))), dot<"embd">(ctx, xe, w.up_exps.expert(e)));
-    auto ye = mul(ctx, dot<"eff">(ctx, ff, w.down_exps.expert(e)), Tensor<"tok">::from_data(ctx, {m}, row_w));
+    auto ff = mul(ctx, silu(ctx, linear<"embd">(ctx, xe, w.gate_exps.expert(e))), linear<"embd">(ctx, xe, w.up_exps.expert(e)));
+    auto ye = mul(ctx, linear<"eff">(ctx, ff, w.down_exps.expert(e)), Tensor<"tok">::from_data(ctx, {m}, row_w));
     const float* y = ye.data().data();
     for (std::int64_t r = 0; r < m; ++r)  // scatter back to (token, slot)
       std::memcpy(out + static_cast<std::int64_t>(rows[static_cast<std::size_t>(r)]) * embd, y + r * embd,
