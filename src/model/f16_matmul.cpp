@@ -6,10 +6,10 @@
 #include <utility>
 
 #include "fucina/core/error.hpp"
+#include "fucina/kernels/arch.hpp"
 
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+#if FUCINA_ARCH_AVX512
 #include <immintrin.h>
-#define FUCINA_F16_AVX512 1
 #endif
 
 namespace fucina::model {
@@ -19,7 +19,7 @@ namespace {
 // GCC's _mm512_reduce_add_ps: halves, quarters, then (0+2)+(1+3).
 void round_span(const float* src, float* dst, std::int64_t n) {
   std::int64_t i = 0;
-#if defined(FUCINA_F16_AVX512)
+#if FUCINA_ARCH_AVX512
   for (; i + 16 <= n; i += 16)
     _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
 #endif
@@ -64,7 +64,7 @@ float dot_f16_scalar(const Half* w, const float* x, std::int64_t k, F16DotOrder 
   return static_cast<float>(s);
 }
 
-#if defined(FUCINA_F16_AVX512)
+#if FUCINA_ARCH_AVX512
 namespace {
 
 __m512 load_f16x16(const Half* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
@@ -113,7 +113,7 @@ inline void vec_order_lanes2(const Half* w, const float* x0, const float* x1, st
 #endif
 
 float dot_f16(const Half* w, const float* x, std::int64_t k, F16DotOrder order) {
-#if defined(FUCINA_F16_AVX512)
+#if FUCINA_ARCH_AVX512
   alignas(64) float lanes[16];
   if (order == F16DotOrder::tiled && k % 16 == 0) {
     __m512 acc = _mm512_setzero_ps();
@@ -133,7 +133,7 @@ float dot_f16(const Half* w, const float* x, std::int64_t k, F16DotOrder order) 
 
 namespace {
 
-#if defined(FUCINA_F16_AVX512)
+#if FUCINA_ARCH_AVX512
 // fold16 of 16 accumulators at once: every step adds the same pairs fold16 adds (halves,
 // then quarters, then (0+2), (1+3), then their sum), two accumulators per instruction.
 // out[a] = fold16(v[a]).
@@ -205,7 +205,7 @@ void tile_any(int rm, int rn, const float* x, std::int64_t ldx, const Half* w, s
 // Rows [r0, r1) of x against weight rows [o0, o1), tiled order, into y.
 void block_tiled(const float* x, std::int64_t r0, std::int64_t r1, std::int64_t k, const Half* w, std::int64_t ldw,
                  std::int64_t o0, std::int64_t o1, std::int64_t n_out, float* y) {
-#if defined(FUCINA_F16_AVX512)
+#if FUCINA_ARCH_AVX512
   for (std::int64_t o = o0; o < o1; o += kTileCols) {
     const int rn = static_cast<int>(std::min<std::int64_t>(kTileCols, o1 - o));
     for (std::int64_t r = r0; r < r1; r += kTileRows) {
@@ -239,7 +239,7 @@ void matmul_f16(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int6
   }
   // Small jobs run inline: waking workers costs more than a few thousand MACs.
   const std::int64_t grain = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, k * n_rows));
-#if defined(FUCINA_F16_AVX512)
+#if FUCINA_ARCH_AVX512
   if (n_rows == 1 && order == F16DotOrder::vec && k % 64 == 0) {
     // Decode: one x row, rows of w streamed once; 16 rows folded together (bit for bit
     // dot_f16's fold) so the per-row tail is a few shuffles.
@@ -270,7 +270,7 @@ void dot_f16_vec_rows(const Half* w, std::int64_t w_stride, const float* const* 
                       float* const* out) {
   FUCINA_ASSERT(n_x >= 1 && n_x <= kMaxVecRowQueries);
   std::int64_t j = 0;
-#if defined(FUCINA_F16_AVX512)
+#if FUCINA_ARCH_AVX512
   if (k % 64 == 0) {  // no double tail: the folded f32 sum is the result
     for (; j + 16 <= n; j += 16) {
       __m512 v[kMaxVecRowQueries][16];

@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "fucina/core/fast_math.hpp"
+#include "fucina/kernels/arch.hpp"
 
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+#if FUCINA_ARCH_AVX512
 #include <immintrin.h>
-#define FUCINA_PA_AVX512 1
 #endif
 
 namespace fucina::model {
@@ -82,32 +82,24 @@ void widen_scalar(const Half* src, std::int64_t stride, std::int64_t rows, std::
     for (std::int64_t d = 0; d < hd; ++d) dst[r * hd + d] = half_to_float(src[r * stride + d].bits);
 }
 
-#if defined(FUCINA_PA_AVX512)
+#if FUCINA_ARCH_AVX512
 
-// fast_exp on 16 lanes: the same operations in the same order, so the same bits.
-inline __m512 exp16(__m512 x) {
-  x = _mm512_max_ps(_mm512_set1_ps(-104.f), x);  // (a > b ? a : b): NaN in b passes, as in fast_exp
-  x = _mm512_min_ps(_mm512_set1_ps(89.f), x);
-  const __m512 round = _mm512_set1_ps(12582912.f);
-  const __m512 t = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), round);
-  const __m512 n = _mm512_sub_ps(t, round);
-  const __m512i ni = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_castps_si512(round));
-  __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(0.693359375f)));
-  r = _mm512_sub_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(-2.12194440e-4f)));
-  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(1.3981999507e-3f));
-  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(8.3334519073e-3f));
-  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(4.1665795894e-2f));
-  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(1.6666665459e-1f));
-  y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(5.0000001201e-1f));
-  y = _mm512_add_ps(_mm512_mul_ps(y, _mm512_mul_ps(r, r)), r);
-  y = _mm512_add_ps(y, _mm512_set1_ps(1.f));
-  const __m512i n1 = _mm512_srai_epi32(ni, 1), n2 = _mm512_sub_epi32(ni, n1);
-  const __m512i bias = _mm512_set1_epi32(127);
-  const __m512 p1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
-  const __m512 p2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
-  return _mm512_mul_ps(_mm512_mul_ps(y, p1), p2);
-}
+// fast_exp's body (core/fast_math.hpp) on 16 lanes: the same operations, so the same bits.
+struct Lanes16 {
+  using F = __m512;
+  using I = __m512i;
+  static F set(float v) { return _mm512_set1_ps(v); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F max(F a, F b) { return _mm512_max_ps(a, b); }
+  static F min(F a, F b) { return _mm512_min_ps(a, b); }
+  static I bits(F a) { return _mm512_castps_si512(a); }
+  static I isub(I a, I b) { return _mm512_sub_epi32(a, b); }
+  static I sra1(I a) { return _mm512_srai_epi32(a, 1); }
+  static F pow2(I n) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23)); }
+};
+inline __m512 exp16(__m512 x) { return fast_exp_lanes<Lanes16>(x); }
 
 template <int R, int NV>
 void gemm_tile(const float* a, std::int64_t ra, std::int64_t ka, const float* b, std::int64_t ldb, float* c,
@@ -190,27 +182,27 @@ void widen_avx512(const Half* src, std::int64_t stride, std::int64_t rows, std::
   }
 }
 
-#endif  // FUCINA_PA_AVX512
+#endif  // FUCINA_ARCH_AVX512
 
 // The kernels of one arm; Simd needs hd % 16 == 0.
 template <bool Simd>
 struct Arm {
   static void gemm(std::int64_t rows, std::int64_t cols, const float* a, std::int64_t ra, std::int64_t ka,
                    const float* b, std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t kd, bool accumulate) {
-#if defined(FUCINA_PA_AVX512)
+#if FUCINA_ARCH_AVX512
     if constexpr (Simd) return gemm_avx512(rows, cols, a, ra, ka, b, ldb, c, ldc, kd, accumulate);
 #endif
     gemm_scalar(rows, cols, a, ra, ka, b, ldb, c, ldc, kd, accumulate);
   }
   static void softmax(float* st, std::int64_t mp, const std::int32_t* vis, std::int64_t lanes, std::int64_t kend,
                       float scale) {
-#if defined(FUCINA_PA_AVX512)
+#if FUCINA_ARCH_AVX512
     if constexpr (Simd) return softmax_lanes_avx512(st, mp, vis, lanes, kend, scale);
 #endif
     softmax_lanes_scalar(st, mp, vis, lanes, kend, scale);
   }
   static void widen(const Half* src, std::int64_t stride, std::int64_t rows, std::int64_t hd, float* dst) {
-#if defined(FUCINA_PA_AVX512)
+#if FUCINA_ARCH_AVX512
     if constexpr (Simd) return widen_avx512(src, stride, rows, hd, dst);
 #endif
     widen_scalar(src, stride, rows, hd, dst);
@@ -312,7 +304,7 @@ Tensor<"seq", "kvh", "grp", "hd"> run(Context& ctx, const Tensor<"seq", "kvh", "
   const std::int64_t row_bytes = round_up(n_past + n, kKeyTile) * static_cast<std::int64_t>(sizeof(float));
   while (p.bq > 1 && row_bytes * round_up(p.bq * grp, kLanes) > kScoreBytes) p.bq /= 2;
   const std::int64_t tiles = (n + p.bq - 1) / p.bq;
-#if defined(FUCINA_PA_AVX512)
+#if FUCINA_ARCH_AVX512
   simd = simd && hd % kLanes == 0;
 #else
   simd = false;
@@ -356,7 +348,7 @@ Tensor<"seq", "kvh", "grp", "hd"> prefill_attention_scalar(Context& ctx, const T
 
 void fast_exp_rows(const float* x, float* y, std::int64_t n) {
   std::int64_t i = 0;
-#if defined(FUCINA_PA_AVX512)
+#if FUCINA_ARCH_AVX512
   for (; i + kLanes <= n; i += kLanes) _mm512_storeu_ps(y + i, exp16(_mm512_loadu_ps(x + i)));
 #endif
   for (; i < n; ++i) y[i] = fast_exp(x[i]);

@@ -4,14 +4,15 @@
 #include <cmath>
 #include <vector>
 
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
 #include "fucina/core/error.hpp"
+#include "fucina/kernels/arch.hpp"
 #include "fucina/kernels/gemm/sgemm.hpp"
 #include "fucina/quant/fp16.hpp"
 #include "fucina/quant/vec_dot.hpp"
+
+#if FUCINA_ARCH_AVX512
+#include <immintrin.h>
+#endif
 
 namespace fucina::model {
 
@@ -72,7 +73,7 @@ void matmul_quant_gemm(ThreadPool& pool, const float* x, std::int64_t n_rows, co
   pool.parallel_for(n_rows, [&](std::int64_t r) {
     quant::dequantize_row(act_type, act.data() + r * act_bytes, xq.data() + r * k, k);
   });
-  gemm_decoded(pool, xq.data(), n_rows, w, y, quant::type_traits(w.type).block_size);
+  gemm_decoded(pool, xq.data(), n_rows, w, y, quant::codec_traits(w.type).block_size);
 }
 
 // BF16 weights: ggml rounds the activations to bf16 too (vec_dot_type BF16); both sides
@@ -81,7 +82,7 @@ void matmul_quant_gemm(ThreadPool& pool, const float* x, std::int64_t n_rows, co
 float dot_bf16(const std::uint16_t* w, const float* x, std::int64_t k) {
   std::int64_t i = 0;
   float s = 0.f;
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+#if FUCINA_ARCH_AVX512
   __m512 acc = _mm512_setzero_ps();
   for (; i + 16 <= k; i += 16) {
     const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i)));
@@ -133,7 +134,7 @@ void matmul_packed(ThreadPool& pool, const float* x, std::int64_t n_rows, const 
 
 void matmul_quant(ThreadPool& pool, const float* x, std::int64_t n_rows, const QuantMatrix& w, float* y) {
   if (w.type == quant::QuantType::BF16) return matmul_bf16(pool, x, n_rows, w, y);
-  const auto& traits = quant::type_traits(w.type);
+  const auto& traits = quant::codec_traits(w.type);
   const quant::QuantType act_type = traits.vec_dot_type;
   if (w.fast_prefill && n_rows >= kGemmFromRows) return matmul_quant_gemm(pool, x, n_rows, w, y, act_type);
   if (w.packed != nullptr) return matmul_packed(pool, x, n_rows, *w.packed, y);

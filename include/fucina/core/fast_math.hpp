@@ -1,7 +1,8 @@
 #pragma once
 // Branch-free float math shared by the deterministic noise generators (ES perturbations,
-// synthetic weights): plain arithmetic, so loops over it vectorize and give the same bits
-// on every machine (no libm, whose results vary by version and arch).
+// synthetic weights) and prefill attention's softmax: plain arithmetic, so loops over it
+// vectorize and give the same bits on every machine (no libm, whose results vary by
+// version and arch).
 #include <bit>
 #include <cstdint>
 
@@ -36,27 +37,50 @@ inline float fast_log(float x) {
 // below half the smallest subnormal, including -inf) gives +0. Overflows to +inf above
 // ~88.72; NaN stays NaN. The 2^n scale is split in two factors so n in [-150, 128] never
 // leaves the normal exponent range before the last multiply.
-inline float fast_exp(float x) {
-  x = x < -104.f ? -104.f : x;  // NaN fails both tests and passes through
-  x = x > 89.f ? 89.f : x;
-  constexpr float kRound = 12582912.f;  // 1.5·2^23: adding it rounds to an integer, to even
-  const float t = x * 1.44269504088896341f + kRound;
-  const float n = t - kRound;
-  const std::int32_t ni = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(t) - std::bit_cast<std::uint32_t>(kRound));
-  float r = x - n * 0.693359375f;  // ln2 split Cody-Waite: n·0.693359375 is exact
-  r = r - n * -2.12194440e-4f;
-  float y = 1.9875691500e-4f;
-  y = y * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
-  y = y * (r * r) + r;
-  y = y + 1.f;
-  const std::int32_t n1 = ni >> 1, n2 = ni - n1;
-  const float p1 = std::bit_cast<float>(static_cast<std::uint32_t>(n1 + 127) << 23);
-  const float p2 = std::bit_cast<float>(static_cast<std::uint32_t>(n2 + 127) << 23);
-  return (y * p1) * p2;
+//
+// One body for every lane width: `L` supplies the float (L::F) and int32 (L::I) lane
+// operations, so a SIMD instantiation (prefill attention's 16 lanes) runs the same
+// operations in the same order as the scalar fast_exp and gives the same bits. L::max(a, b)
+// and L::min(a, b) are a > b ? a : b and a < b ? a : b (NaN in b passes, as x86's max/min).
+template <class L>
+typename L::F fast_exp_lanes(typename L::F x) {
+  using F = typename L::F;
+  x = L::max(L::set(-104.f), x);
+  x = L::min(L::set(89.f), x);
+  const F round = L::set(12582912.f);  // 1.5·2^23: adding it rounds to an integer, to even
+  const F t = L::add(L::mul(x, L::set(1.44269504088896341f)), round);
+  const F n = L::sub(t, round);
+  const typename L::I ni = L::isub(L::bits(t), L::bits(round));
+  F r = L::sub(x, L::mul(n, L::set(0.693359375f)));  // ln2 split Cody-Waite: n·0.693359375 is exact
+  r = L::sub(r, L::mul(n, L::set(-2.12194440e-4f)));
+  F y = L::set(1.9875691500e-4f);
+  y = L::add(L::mul(y, r), L::set(1.3981999507e-3f));
+  y = L::add(L::mul(y, r), L::set(8.3334519073e-3f));
+  y = L::add(L::mul(y, r), L::set(4.1665795894e-2f));
+  y = L::add(L::mul(y, r), L::set(1.6666665459e-1f));
+  y = L::add(L::mul(y, r), L::set(5.0000001201e-1f));
+  y = L::add(L::mul(y, L::mul(r, r)), r);
+  y = L::add(y, L::set(1.f));
+  const typename L::I n1 = L::sra1(ni), n2 = L::isub(ni, n1);
+  return L::mul(L::mul(y, L::pow2(n1)), L::pow2(n2));
 }
+
+// The scalar lane type of fast_exp_lanes.
+struct ScalarLanes {
+  using F = float;
+  using I = std::int32_t;
+  static F set(float v) { return v; }
+  static F add(F a, F b) { return a + b; }
+  static F sub(F a, F b) { return a - b; }
+  static F mul(F a, F b) { return a * b; }
+  static F max(F a, F b) { return a > b ? a : b; }
+  static F min(F a, F b) { return a < b ? a : b; }
+  static I bits(F a) { return std::bit_cast<I>(a); }
+  static I isub(I a, I b) { return a - b; }
+  static I sra1(I a) { return a >> 1; }
+  static F pow2(I n) { return std::bit_cast<F>(static_cast<std::uint32_t>(n + 127) << 23); }  // 2^n, n normal
+};
+
+inline float fast_exp(float x) { return fast_exp_lanes<ScalarLanes>(x); }
 
 }  // namespace fucina
