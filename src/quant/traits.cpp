@@ -69,8 +69,8 @@ const CodecTraits& codec_traits(QuantType type) {
 }
 
 std::int64_t row_bytes(QuantType type, std::int64_t n) {
-  const CodecTraits& t = checked(type, n, "row_bytes");
-  return n / t.block_size * t.block_bytes;
+  checked(type, n, "row_bytes");
+  return static_cast<std::int64_t>(gguf::row_size(type, static_cast<std::uint64_t>(n)));
 }
 
 void dequantize_row(QuantType type, const void* src, float* dst, std::int64_t n) {

@@ -216,9 +216,12 @@ inline std::vector<std::string> check_arch_macros(const std::vector<SourceFile>&
       const std::string l = trim(line);
       if (!l.starts_with("#if") && !l.starts_with("#elif")) return;
       for (std::string_view m : kIsa)
-        if (l.find(m) != std::string::npos)
-          bad.push_back(f.shown + ":" + std::to_string(n) + ": tests " + std::string(m) +
+        for (std::size_t at = l.find(m); at != std::string::npos; at = l.find(m, at + 1)) {
+          std::size_t end = at;
+          while (end < l.size() && (std::isalnum(static_cast<unsigned char>(l[end])) || l[end] == '_')) ++end;
+          bad.push_back(f.shown + ":" + std::to_string(n) + ": tests " + l.substr(at, end - at) +
                         "; ask kernels/arch.hpp (FUCINA_ARCH_*) instead");
+        }
       if (l.find("FUCINA_ARCH_") != std::string::npos && !includes_arch)
         bad.push_back(f.shown + ":" + std::to_string(n) + ": tests FUCINA_ARCH_* without including fucina/kernels/arch.hpp");
     });

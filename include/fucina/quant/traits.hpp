@@ -28,7 +28,8 @@ struct CodecTraits {
 std::optional<CodecTraits> find_codec_traits(std::uint32_t ggml_id);
 // Throws fucina::Error(Unsupported) for ids this module does not handle.
 const CodecTraits& codec_traits(QuantType type);
-// Bytes of a row of n elements; throws InvalidArgument unless n is a multiple of the block.
+// Bytes of a row of n elements (gguf::row_size); throws InvalidArgument unless n is a
+// multiple of the block.
 std::int64_t row_bytes(QuantType type, std::int64_t n);
 
 // Decode n elements (a whole number of blocks) to f32.
