@@ -147,11 +147,11 @@ void RowBackward::backward(Context& ctx, const RawTensor& gy, std::span<RawTenso
 }
 
 void RopeBackward::backward(Context& ctx, const RawTensor& gy, std::span<RawTensor> grads) {
-  // The inverse rotation: the same angles negated (the transpose whatever the forward's rounding).
+  // The inverse rotation: the same angles negated.
   std::vector<std::int32_t> neg(positions_.size());
   for (std::size_t i = 0; i < neg.size(); ++i) neg[i] = -positions_[i];
   RawTensor gx = ctx.empty(DType::f32, gy.rank, gy.shape);
-  raw::rope(ctx, gy, pos_axis_, dim_axis_, neg, base_, neox_, raw::RopeRounding::separate, gx);
+  raw::rope(ctx, gy, pos_axis_, dim_axis_, neg, base_, neox_, gx);
   grads[0] = std::move(gx);
 }
 

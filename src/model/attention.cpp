@@ -24,8 +24,8 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
     q = mul(ctx, rms_norm<"hd">(ctx, q, c.rms_eps), w.q_norm);
     k = mul(ctx, rms_norm<"hd">(ctx, k, c.rms_eps), w.k_norm);
   }
-  q = rope<"seq", "hd">(ctx, q, positions, c.rope_base, c.rope_mode, RopeRounding::ggml);
-  k = rope<"seq", "hd">(ctx, k, positions, c.rope_base, c.rope_mode, RopeRounding::ggml);
+  q = rope<"seq", "hd">(ctx, q, positions, c.rope_base, c.rope_mode);
+  k = rope<"seq", "hd">(ctx, k, positions, c.rope_base, c.rope_mode);
   cache.store(ctx, layer, k, v);
 
   auto qg = split<"head", "kvh", "grp">(q, c.group());  // head = kvh * grp + g (GQA)

@@ -209,7 +209,7 @@ void layer_norm(Context& ctx, const RawTensor& x, int axis, float eps, RawTensor
 }
 
 void rope(Context& ctx, const RawTensor& x, int pos_axis, int dim_axis, std::span<const std::int32_t> positions,
-          float base, bool neox, RopeRounding rounding, RawTensor& out) {
+          float base, bool neox, RawTensor& out) {
   check_axis(x, pos_axis, "rope");
   check_axis(x, dim_axis, "rope");
   FUCINA_CHECK(pos_axis != dim_axis, InvalidArgument, "[rope] position and rotated axes must differ");
@@ -234,7 +234,6 @@ void rope(Context& ctx, const RawTensor& x, int pos_axis, int dim_axis, std::spa
   float* ys = out.data<float>();
   const std::int64_t sxd = x.strides[dim_axis], syd = out.strides[dim_axis];
   const float theta_scale = std::pow(base, -2.0f / static_cast<float>(d));
-  const bool fused = rounding == RopeRounding::ggml;
   ctx.pool().parallel_for(x.shape[pos_axis], [&](std::int64_t p) {
     std::vector<float> cs(static_cast<std::size_t>(d));  // cos, sin interleaved per pair
     float theta = static_cast<float>(positions[static_cast<std::size_t>(p)]);
@@ -252,8 +251,8 @@ void rope(Context& ctx, const RawTensor& x, int pos_axis, int dim_axis, std::spa
         const std::int64_t i1 = neox ? i + d / 2 : 2 * i + 1;
         const float c = cs[static_cast<std::size_t>(2 * i)], s = cs[static_cast<std::size_t>(2 * i + 1)];
         const float a = src[i0 * sxd], b = src[i1 * sxd];
-        dst[i0 * syd] = fused ? std::fma(a, c, -(b * s)) : a * c - b * s;
-        dst[i1 * syd] = fused ? std::fma(a, s, b * c) : a * s + b * c;
+        dst[i0 * syd] = std::fma(a, c, -(b * s));  // Note [Rope arithmetic]
+        dst[i1 * syd] = std::fma(a, s, b * c);
       }
     });
   });

@@ -56,18 +56,15 @@ X layer_norm(Context& ctx, const X& x, float eps) {
 }
 
 enum class RopeMode { normal, neox };
-using raw::RopeRounding;
 
 // Rotary position embedding: rotates pairs along Dim by angle positions[p]·base^(-2i/d)
 // where p indexes Pos. `normal` pairs adjacent elements (Llama), `neox` pairs halves.
-// `rounding` (raw::RopeRounding): `ggml` for llama.cpp bit parity (the model), `separate`
-// rounds every product.
+// llama.cpp's arithmetic bit for bit (Note [Rope arithmetic] in core/raw/reduce.hpp).
 template <TagName Pos, TagName Dim, FloatTensor X>
-X rope(Context& ctx, const X& x, std::span<const std::int32_t> positions, float base, RopeMode mode,
-       RopeRounding rounding = RopeRounding::separate) {
+X rope(Context& ctx, const X& x, std::span<const std::int32_t> positions, float base, RopeMode mode) {
   RawTensor out = ctx.empty(DType::f32, x.raw().rank, x.raw().shape);
   raw::rope(ctx, x.raw(), X::template axis_of<Pos>(), X::template axis_of<Dim>(), positions, base,
-            mode == RopeMode::neox, rounding, out);
+            mode == RopeMode::neox, out);
   X r(std::move(out));
   if (autograd::grad_enabled() && x.requires_grad())
     r.set_node(autograd::make_node<autograd::RopeBackward>(
