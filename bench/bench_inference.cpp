@@ -149,7 +149,7 @@ const int kRegistered = [] {
                       QuantType::Q6_K}) {
     for (const bool packed : {false, true}) {
       if (packed && !(quant::packed_fast_arm_compiled() && quant::packable(t, 1024))) continue;
-      const std::string name = std::string(quant::type_traits(t).name) + (packed ? "/packed" : "");
+      const std::string name = std::string(quant::codec_traits(t).name) + (packed ? "/packed" : "");
       benchmark::RegisterBenchmark(("gemv/" + name).c_str(), bench_gemv, t, packed)->UseRealTime()->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(("gemm/" + name).c_str(), bench_gemm, t, packed)->UseRealTime()->Unit(benchmark::kMillisecond);
     }

@@ -21,7 +21,7 @@ void bench_dot(benchmark::State& state, QuantType t, DotArm arm) {
   namespace q = fucina::quant;
   const q::DotFn fn = q::dot_kernel(arm, t);
   const std::int64_t wbytes = q::row_bytes(t, kN);
-  const QuantType at = q::type_traits(t).vec_dot_type;
+  const QuantType at = q::codec_traits(t).vec_dot_type;
   std::mt19937 rng(42);
   std::normal_distribution<float> g(0.0f, 1.0f);
   std::vector<float> x(kN);
@@ -53,7 +53,7 @@ const int kRegistered = [] {
   for (QuantType t : types) {
     for (const auto& [arm, name] : arms) {
       if (q::dot_kernel(arm, t) == nullptr) continue;
-      const std::string label = "dot/" + std::string(q::type_traits(t).name) + "/" + name;
+      const std::string label = "dot/" + std::string(q::codec_traits(t).name) + "/" + name;
       benchmark::RegisterBenchmark(label.c_str(), bench_dot, t, arm);
     }
   }

@@ -2,7 +2,9 @@
 // Umbrella header: the named-axis tensor core.
 #include "fucina/core/context.hpp"
 #include "fucina/core/error.hpp"
+#include "fucina/core/ops/checkpoint.hpp"
 #include "fucina/core/ops/contract.hpp"
+#include "fucina/core/ops/gradcheck.hpp"
 #include "fucina/core/ops/index.hpp"
 #include "fucina/core/ops/loss.hpp"
 #include "fucina/core/ops/methods.hpp"
@@ -11,5 +13,3 @@
 #include "fucina/core/ops/reduce.hpp"
 #include "fucina/core/ops/view.hpp"
 #include "fucina/core/tensor.hpp"
-#include "fucina/autograd/checkpoint.hpp"
-#include "fucina/autograd/gradcheck.hpp"

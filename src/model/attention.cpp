@@ -29,15 +29,15 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
                                 std::span<const std::int32_t> positions) {
   const std::int64_t n = h.size<"seq">(), n_past = cache.size(), n_kv = n_past + n;
   SharedInput in(ctx, h);
-  auto q = split<"qd", "head", "hd">(in.dot(w.wq), c.head_dim);
-  auto k = split<"kd", "kvh", "hd">(in.dot(w.wk), c.head_dim);
-  auto v = split<"kd", "kvh", "hd">(in.dot(w.wv), c.head_dim);
+  auto q = split<"qd", "head", "hd">(in.linear(w.wq), c.head_dim);
+  auto k = split<"kd", "kvh", "hd">(in.linear(w.wk), c.head_dim);
+  auto v = split<"kd", "kvh", "hd">(in.linear(w.wv), c.head_dim);
   if (c.qk_norm) {
     q = mul(ctx, rms_norm<"hd">(ctx, q, c.rms_eps), w.q_norm);
     k = mul(ctx, rms_norm<"hd">(ctx, k, c.rms_eps), w.k_norm);
   }
-  q = rope_ggml<"seq", "hd">(ctx, q, positions, c.rope_base, c.rope_mode);
-  k = rope_ggml<"seq", "hd">(ctx, k, positions, c.rope_base, c.rope_mode);
+  q = rope<"seq", "hd">(ctx, q, positions, c.rope_base, c.rope_mode);
+  k = rope<"seq", "hd">(ctx, k, positions, c.rope_base, c.rope_mode);
   cache.store(ctx, layer, k, v);
 
   auto qg = split<"head", "kvh", "grp">(q, c.group());  // head = kvh * grp + g (GQA)
@@ -51,7 +51,7 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
   } else {
     o = prefill_attention(ctx, qg, cache.keys(ctx, layer, n_kv), cache.values(ctx, layer, n_kv), n_past, scale);
   }
-  return dot<"qd">(ctx, merge<"head", "hd", "qd">(merge<"kvh", "grp", "head">(o)), w.wo);
+  return linear<"qd">(ctx, merge<"head", "hd", "qd">(merge<"kvh", "grp", "head">(o)), w.wo);
 }
 
 }  // namespace fucina::model

@@ -9,14 +9,11 @@
 #include <vector>
 
 #include "fucina/core/error.hpp"
+#include "fucina/kernels/arch.hpp"
 #include "fucina/model/ggml_math.hpp"
 
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+#if FUCINA_ARCH_AVX512
 #include <immintrin.h>
-#define FUCINA_F16_AVX512 1
-#if defined(__AVX512BF16__)
-#define FUCINA_BF16_AVX512 1
-#endif
 #endif
 
 namespace fucina::model {
@@ -25,7 +22,7 @@ namespace {
 
 void round_span(const float* src, float* dst, std::int64_t n) {
   std::int64_t i = 0;
-#if defined(FUCINA_F16_AVX512)
+#if FUCINA_ARCH_AVX512
   for (; i + 16 <= n; i += 16)
     _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
 #endif
@@ -85,7 +82,7 @@ float dot_scalar(const W* w, const float* x, std::int64_t k, GgmlOrder order) {
 float dot_f16_scalar(const Half* w, const float* x, std::int64_t k, GgmlOrder order) { return dot_scalar(w, x, k, order); }
 float dot_f32_scalar(const float* w, const float* x, std::int64_t k, GgmlOrder order) { return dot_scalar(w, x, k, order); }
 
-#if defined(FUCINA_F16_AVX512)
+#if FUCINA_ARCH_AVX512
 namespace {
 
 // 16 weights widened to f32 lanes.
@@ -138,7 +135,7 @@ inline void vec_order_lanes2(const W* w, const float* x0, const float* x1, std::
 namespace {
 template <typename W>
 float dot_ggml(const W* w, const float* x, std::int64_t k, GgmlOrder order) {
-#if defined(FUCINA_F16_AVX512)
+#if FUCINA_ARCH_AVX512
   alignas(64) float lanes[16];
   if (order == GgmlOrder::tiled && k % 16 == 0) {
     __m512 acc = _mm512_setzero_ps();
@@ -160,7 +157,7 @@ float dot_f32(const float* w, const float* x, std::int64_t k, GgmlOrder order) {
 
 namespace {
 
-#if defined(FUCINA_F16_AVX512)
+#if FUCINA_ARCH_AVX512
 // fold16 of 16 accumulators at once: every step adds the same pairs fold16 adds (halves,
 // then quarters, then (0+2), (1+3), then their sum), two accumulators per instruction.
 // out[a] = fold16(v[a]).
@@ -233,7 +230,7 @@ void tile_any(int rm, int rn, const float* x, std::int64_t ldx, const W* w, std:
 template <typename W>
 void block_tiled(const float* x, std::int64_t r0, std::int64_t r1, std::int64_t k, const W* w, std::int64_t ldw,
                  std::int64_t o0, std::int64_t o1, std::int64_t n_out, float* y) {
-#if defined(FUCINA_F16_AVX512)
+#if FUCINA_ARCH_AVX512
   for (std::int64_t o = o0; o < o1; o += kTileCols) {
     const int rn = static_cast<int>(std::min<std::int64_t>(kTileCols, o1 - o));
     for (std::int64_t r = r0; r < r1; r += kTileRows) {
@@ -266,7 +263,7 @@ void matmul_ggml(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int
   }
   // Small jobs run inline: waking workers costs more than a few thousand MACs.
   const std::int64_t grain = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, k * n_rows));
-#if defined(FUCINA_F16_AVX512)
+#if FUCINA_ARCH_AVX512
   if (n_rows == 1 && order == GgmlOrder::vec && k % 64 == 0) {
     // Decode: one x row, rows of w streamed once; 16 rows folded together (bit for bit
     // dot_ggml's fold) so the per-row tail is a few shuffles.
@@ -308,7 +305,7 @@ void dot_f16_vec_rows(const Half* w, std::int64_t w_stride, const float* const* 
                       float* const* out) {
   FUCINA_ASSERT(n_x >= 1 && n_x <= kMaxVecRowQueries);
   std::int64_t j = 0;
-#if defined(FUCINA_F16_AVX512)
+#if FUCINA_ARCH_AVX512
   if (k % 64 == 0) {  // no double tail: the folded f32 sum is the result
     for (; j + 16 <= n; j += 16) {
       __m512 v[kMaxVecRowQueries][16];
@@ -367,7 +364,7 @@ float dot_bf16_tiled_scalar(const std::uint16_t* w, const std::uint16_t* x, std:
   return fold16(c);
 }
 
-#if defined(FUCINA_BF16_AVX512)
+#if FUCINA_ARCH_AVX512BF16
 __m512bh load_bf16x32(const std::uint16_t* p) { return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p)); }
 
 float dot_bf16_vec(const std::uint16_t* w, const std::uint16_t* x, std::int64_t k) {
@@ -418,7 +415,7 @@ float dot_bf16_scalar(const std::uint16_t* w, const std::uint16_t* x, std::int64
 }
 
 float dot_bf16(const std::uint16_t* w, const std::uint16_t* x, std::int64_t k, GgmlOrder order) {
-#if defined(FUCINA_BF16_AVX512)
+#if FUCINA_ARCH_AVX512BF16
   if (order == GgmlOrder::tiled && k % kBf16Pairs == 0) {
     float y = 0;
     tile_bf16<1, 1>(x, k, w, k, k, &y, 1);
@@ -443,7 +440,7 @@ void matmul_bf16(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int
   const std::int64_t ob = (n_out + kCols - 1) / kCols;
   pool.parallel_for(ob, [&](std::int64_t t) {
     const std::int64_t o0 = t * kCols, o1 = std::min(n_out, o0 + kCols);
-#if defined(FUCINA_BF16_AVX512)
+#if FUCINA_ARCH_AVX512BF16
     if (order == GgmlOrder::tiled && o1 - o0 == kCols) {
       std::int64_t r = 0;
       for (; r + kRows <= n_rows; r += kRows)

@@ -5,11 +5,11 @@
 #include <limits>
 #include <vector>
 
+#include "fucina/kernels/arch.hpp"
 #include "fucina/model/f16_matmul.hpp"
 
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+#if FUCINA_ARCH_AVX512
 #include <immintrin.h>
-#define FUCINA_FA_AVX512 1
 #endif
 
 namespace fucina::model {
@@ -23,7 +23,7 @@ inline float round_half(float f) { return half_to_float(float_to_half(f)); }
 // acc <- f16(acc * s), element by element (ggml_vec_scale_f16).
 void scale_f16(Half* acc, std::int64_t n, float s) {
   std::int64_t d = 0;
-#if defined(FUCINA_FA_AVX512)
+#if FUCINA_ARCH_AVX512
   const __m512 vs = _mm512_set1_ps(s);
   for (; d + 16 <= n; d += 16) {
     auto* a = reinterpret_cast<__m256i*>(acc + d);
@@ -37,7 +37,7 @@ void scale_f16(Half* acc, std::int64_t n, float s) {
 // acc <- f16(fma(v, s, acc)), element by element (ggml_vec_mad_f16).
 void mad_f16(Half* acc, const Half* v, std::int64_t n, float s) {
   std::int64_t d = 0;
-#if defined(FUCINA_FA_AVX512)
+#if FUCINA_ARCH_AVX512
   const __m512 vs = _mm512_set1_ps(s);
   for (; d + 16 <= n; d += 16) {
     auto* a = reinterpret_cast<__m256i*>(acc + d);
@@ -75,7 +75,7 @@ SoftmaxTotals softmax_steps(const float* dots, float scale, std::int64_t n, floa
 }
 float inverse(float sum) { return sum == 0.f ? 0.f : 1.f / sum; }
 
-#if defined(FUCINA_FA_AVX512)
+#if FUCINA_ARCH_AVX512
 inline __m512 round_f16(__m512 x) {
   return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
@@ -178,7 +178,7 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor
       const float* vsa[kPair];
       for (int g = 0; g < g_count; ++g) msa[g] = ms[g] + a, vsa[g] = vs[g] + a;
       const Half* va = v0 + a * vr.strides[0];
-#if defined(FUCINA_FA_AVX512)
+#if FUCINA_ARCH_AVX512
       if (hd == 128) return accumulate_rows<8>(g_count, msa, vsa, inv, b - a, va, vr.strides[0], out);
       if (hd == 64) return accumulate_rows<4>(g_count, msa, vsa, inv, b - a, va, vr.strides[0], out);
 #endif

@@ -4,9 +4,10 @@
 #include <cmath>
 #include <limits>
 
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__) && defined(__AVX512DQ__)
+#include "fucina/kernels/arch.hpp"
+
+#if FUCINA_ARCH_AVX512
 #include <immintrin.h>
-#define FUCINA_GGML_MATH_AVX512 1
 #endif
 
 namespace fucina::model {
@@ -18,7 +19,7 @@ constexpr float kC5 = 0x1.0e4020p-7f, kC4 = 0x1.573e2ep-5f, kC3 = 0x1.555e66p-3f
                 kC1 = 0x1.ffffecp-1f;
 constexpr std::int64_t kLanes = 16;
 
-#if defined(FUCINA_GGML_MATH_AVX512)
+#if FUCINA_ARCH_AVX512
 __m512 vexpf16(__m512 x) {
   const __m512 shift = _mm512_set1_ps(kShift);
   const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(kLog2e), shift), shift);
@@ -50,7 +51,7 @@ float ggml_vexpf(float x) {
 
 void ggml_vexpf_rows(const float* x, float* y, std::int64_t n) {
   std::int64_t i = 0;
-#if defined(FUCINA_GGML_MATH_AVX512)
+#if FUCINA_ARCH_AVX512
   for (; i + kLanes <= n; i += kLanes) _mm512_storeu_ps(y + i, vexpf16(_mm512_loadu_ps(x + i)));
 #endif
   for (; i < n; ++i) y[i] = ggml_vexpf(x[i]);
@@ -58,7 +59,7 @@ void ggml_vexpf_rows(const float* x, float* y, std::int64_t n) {
 
 void swiglu_ggml(const float* gate, const float* up, float* y, std::int64_t n) {
   std::int64_t i = 0;
-#if defined(FUCINA_GGML_MATH_AVX512)
+#if FUCINA_ARCH_AVX512
   for (; i + kLanes <= n; i += kLanes) {
     const __m512 x = _mm512_loadu_ps(gate + i);
     const __m512 e = vexpf16(_mm512_sub_ps(_mm512_setzero_ps(), x));
@@ -77,7 +78,7 @@ void softmax_ggml(const float* x, float* y, std::int64_t n) {
   double sum = 0;
   std::int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-#if defined(FUCINA_GGML_MATH_AVX512)
+#if FUCINA_ARCH_AVX512
     _mm512_storeu_ps(y + i, vexpf16(_mm512_sub_ps(_mm512_loadu_ps(x + i), _mm512_set1_ps(max))));
 #else
     for (std::int64_t l = 0; l < kLanes; ++l) y[i + l] = ggml_vexpf(x[i + l] - max);

@@ -4,8 +4,8 @@ namespace fucina::model {
 
 Tensor<"seq", "embd"> swiglu_ffn(Context& ctx, const LayerWeights& w, const Tensor<"seq", "embd">& h) {
   SharedInput in(ctx, h);
-  auto ff = swiglu_ggml(ctx, in.dot(w.gate), in.dot(w.up));
-  return dot<"ff">(ctx, ff, w.down);
+  auto ff = swiglu_ggml(ctx, in.linear(w.gate), in.linear(w.up));
+  return linear<"ff">(ctx, ff, w.down);
 }
 
 Tensor<"seq", "embd"> llama_block(Context& ctx, const ModelConfig& c, const LayerWeights& w, KvCache& cache,

@@ -63,7 +63,7 @@ Tensor<"seq", "embd"> Model::run_layers(Context& ctx, KvCache& cache, std::span<
 
 Tensor<"seq", "vocab"> Model::head(Context& ctx, const Tensor<"seq", "embd">& x) const {
   auto h = mul(ctx, rms_norm<"embd">(ctx, x, config_.rms_eps), weights_.output_norm);
-  return dot<"embd">(ctx, h, weights_.output);
+  return linear<"embd">(ctx, h, weights_.output);
 }
 
 Tensor<"vocab"> Model::forward(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const {

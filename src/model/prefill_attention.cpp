@@ -5,11 +5,11 @@
 #include <limits>
 #include <vector>
 
+#include "fucina/kernels/arch.hpp"
 #include "fucina/model/ggml_math.hpp"
 
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+#if FUCINA_ARCH_AVX512
 #include <immintrin.h>
-#define FUCINA_PA_AVX512 1
 #endif
 
 namespace fucina::model {
@@ -63,7 +63,7 @@ void widen_scalar(const Half* src, std::int64_t stride, std::int64_t rows, std::
     for (std::int64_t d = 0; d < hd; ++d) dst[r * hd + d] = half_to_float(src[r * stride + d].bits);
 }
 
-#if defined(FUCINA_PA_AVX512)
+#if FUCINA_ARCH_AVX512
 
 template <int R, int NV>
 void gemm_tile(const float* a, std::int64_t ra, std::int64_t ka, const float* b, std::int64_t ldb, float* c,
@@ -119,20 +119,20 @@ void widen_avx512(const Half* src, std::int64_t stride, std::int64_t rows, std::
   }
 }
 
-#endif  // FUCINA_PA_AVX512
+#endif  // FUCINA_ARCH_AVX512
 
 // The kernels of one arm; Simd needs hd % 16 == 0.
 template <bool Simd>
 struct Arm {
   static void gemm(std::int64_t rows, std::int64_t cols, const float* a, std::int64_t ra, std::int64_t ka,
                    const float* b, std::int64_t ldb, float* c, std::int64_t ldc, std::int64_t kd, bool accumulate) {
-#if defined(FUCINA_PA_AVX512)
+#if FUCINA_ARCH_AVX512
     if constexpr (Simd) return gemm_avx512(rows, cols, a, ra, ka, b, ldb, c, ldc, kd, accumulate);
 #endif
     gemm_scalar(rows, cols, a, ra, ka, b, ldb, c, ldc, kd, accumulate);
   }
   static void widen(const Half* src, std::int64_t stride, std::int64_t rows, std::int64_t hd, float* dst) {
-#if defined(FUCINA_PA_AVX512)
+#if FUCINA_ARCH_AVX512
     if constexpr (Simd) return widen_avx512(src, stride, rows, hd, dst);
 #endif
     widen_scalar(src, stride, rows, hd, dst);
@@ -272,7 +272,7 @@ Tensor<"seq", "kvh", "grp", "hd"> run(Context& ctx, const Tensor<"seq", "kvh", "
   p.n = n, p.kvh = kvh, p.grp = grp, p.hd = hd, p.n_past = n_past, p.scale = scale;
   p.bq = std::max<std::int64_t>(1, kTileRows / grp);  // ~64 query rows per task
   const std::int64_t tiles = (n + p.bq - 1) / p.bq;
-#if defined(FUCINA_PA_AVX512)
+#if FUCINA_ARCH_AVX512
   simd = simd && hd % kLanes == 0;
 #else
   simd = false;

@@ -4,15 +4,16 @@
 #include <cmath>
 #include <vector>
 
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
 #include "fucina/core/error.hpp"
-#include "fucina/model/f16_matmul.hpp"
+#include "fucina/kernels/arch.hpp"
 #include "fucina/kernels/gemm/sgemm.hpp"
+#include "fucina/model/f16_matmul.hpp"
 #include "fucina/quant/fp16.hpp"
 #include "fucina/quant/vec_dot.hpp"
+
+#if FUCINA_ARCH_AVX512
+#include <immintrin.h>
+#endif
 
 namespace fucina::model {
 
@@ -73,7 +74,7 @@ void matmul_quant_gemm(ThreadPool& pool, const float* x, std::int64_t n_rows, co
   pool.parallel_for(n_rows, [&](std::int64_t r) {
     quant::dequantize_row(act_type, act.data() + r * act_bytes, xq.data() + r * k, k);
   });
-  gemm_decoded(pool, xq.data(), n_rows, w, y, quant::type_traits(w.type).block_size);
+  gemm_decoded(pool, xq.data(), n_rows, w, y, quant::codec_traits(w.type).block_size);
 }
 
 // Packed weights (quant/packed.hpp): activations in the packed kernels' format, then
@@ -101,7 +102,7 @@ void matmul_quant(ThreadPool& pool, const float* x, std::int64_t n_rows, const Q
   if (w.type == quant::QuantType::BF16)
     return matmul_bf16(pool, x, n_rows, w.cols, reinterpret_cast<const std::uint16_t*>(w.row(0)),
                        static_cast<std::int64_t>(w.row_bytes / sizeof(std::uint16_t)), w.rows, y);
-  const auto& traits = quant::type_traits(w.type);
+  const auto& traits = quant::codec_traits(w.type);
   const quant::QuantType act_type = traits.vec_dot_type;
   if (w.fast_prefill && n_rows >= kGemmFromRows) return matmul_quant_gemm(pool, x, n_rows, w, y, act_type);
   if (w.packed != nullptr) return matmul_packed(pool, x, n_rows, *w.packed, y);

@@ -22,7 +22,7 @@ struct Routing {
 
 Routing route(Context& ctx, const ModelConfig& c, const LayerWeights& w, const Tensor<"seq", "embd">& h) {
   const std::int64_t n = h.size<"seq">(), k = c.n_expert_used, ne = c.n_expert;
-  const auto logits = dot<"embd">(ctx, h, w.router).to_vector();  // <seq, expert>
+  const auto logits = linear<"embd">(ctx, h, w.router).to_vector();  // <seq, expert>
   Routing r{std::vector<std::int32_t>(static_cast<std::size_t>(n * k)), std::vector<float>(static_cast<std::size_t>(n * k))};
   std::vector<float> probs(static_cast<std::size_t>(ne));
   std::vector<std::int32_t> order(static_cast<std::size_t>(ne));
@@ -69,8 +69,8 @@ Tensor<"seq", "embd"> moe_ffn(Context& ctx, const ModelConfig& c, const LayerWei
     std::vector<std::int32_t> tok(rows.size());
     for (std::size_t r = 0; r < rows.size(); ++r) tok[r] = static_cast<std::int32_t>(rows[r] / k);
     auto xe = gather<"seq">(ctx, h, TensorT<DType::i32, "tok">::from_data(ctx, {m}, tok));  // <tok, embd>
-    auto ff = swiglu_ggml(ctx, dot<"embd">(ctx, xe, w.gate_exps.expert(e)), dot<"embd">(ctx, xe, w.up_exps.expert(e)));
-    auto ye = mul(ctx, dot<"eff">(ctx, ff, w.down_exps.expert(e)), Tensor<"tok">::from_data(ctx, {m}, row_w));
+    auto ff = swiglu_ggml(ctx, linear<"embd">(ctx, xe, w.gate_exps.expert(e)), linear<"embd">(ctx, xe, w.up_exps.expert(e)));
+    auto ye = mul(ctx, linear<"eff">(ctx, ff, w.down_exps.expert(e)), Tensor<"tok">::from_data(ctx, {m}, row_w));
     const float* y = ye.data().data();
     for (std::int64_t r = 0; r < m; ++r)  // scatter back to (token, slot)
       std::memcpy(slots.data() + static_cast<std::int64_t>(rows[static_cast<std::size_t>(r)]) * embd, y + r * embd,

@@ -62,7 +62,7 @@ class Loader {
   std::optional<QuantMatrix> quantized_rows(const std::string& name, std::int64_t n, std::int64_t out, std::int64_t in) {
     const gguf::TensorInfo* t = f_.find_tensor(name);
     if (!t || t->type == gguf::GgmlType::F32 || t->type == gguf::GgmlType::F16) return std::nullopt;
-    const auto traits = quant::find_type_traits(static_cast<std::uint32_t>(t->type));
+    const auto traits = quant::find_codec_traits(static_cast<std::uint32_t>(t->type));
     const bool bf16 = t->type == gguf::GgmlType::BF16;  // read by matmul_quant's bf16 arm
     if (!traits || (!bf16 && (traits->block_size <= 1 || !quant::dot_kernel(quant::best_dot_arm(), traits->type))))
       return std::nullopt;

@@ -1,17 +1,17 @@
 #include "fucina/quant/dequant_simd.hpp"
 
+#include "fucina/kernels/arch.hpp"
 #include "fucina/quant/blocks_legacy.hpp"
 #include "fucina/quant/fp16.hpp"
 #include "fucina/quant/k_quants.hpp"
 
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__) && defined(__AVX512BW__)
+#if FUCINA_ARCH_AVX512
 #include <immintrin.h>
-#define FUCINA_DEQUANT_AVX512 1
 #endif
 
 namespace fucina::quant {
 
-#if defined(FUCINA_DEQUANT_AVX512)
+#if FUCINA_ARCH_AVX512
 namespace {
 
 inline __m512 i8x16_to_ps(const void* p) {
@@ -100,7 +100,7 @@ void q6_K(const BlockQ6_K* x, float* y, std::int64_t n) {
 #endif
 
 bool dequantize_row_simd(QuantType type, const void* src, float* dst, std::int64_t n) {
-#if defined(FUCINA_DEQUANT_AVX512)
+#if FUCINA_ARCH_AVX512
   switch (type) {
     case QuantType::Q8_0: return q8_0(static_cast<const BlockQ8_0*>(src), dst, n), true;
     case QuantType::Q4_0: return q4_0(static_cast<const BlockQ4_0*>(src), dst, n), true;

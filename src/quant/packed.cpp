@@ -28,11 +28,11 @@ const PackedFormat* find_format(QuantType type) {
 
 const PackedFormat& format_of(QuantType type) {
   const PackedFormat* f = find_format(type);
-  FUCINA_CHECK(f != nullptr, Unsupported, "[pack] no packed kernels for {}", type_traits(type).name);
+  FUCINA_CHECK(f != nullptr, Unsupported, "[pack] no packed kernels for {}", codec_traits(type).name);
   return *f;
 }
 
-bool q8_0_paired(QuantType type) { return type_traits(type).vec_dot_type == QuantType::Q8_0; }
+bool q8_0_paired(QuantType type) { return codec_traits(type).vec_dot_type == QuantType::Q8_0; }
 
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 constexpr std::size_t kRegionBytes = std::size_t{32} << 20;
@@ -63,21 +63,21 @@ std::shared_ptr<std::byte> PackedArena::allocate(std::size_t bytes) {
 PackedMatrix::PackedMatrix(QuantType type, std::int64_t rows, std::int64_t cols, PackedArena* arena)
     : type_(type), rows_(rows), cols_(cols), group_bytes_(format_of(type).group_bytes(cols)) {
   FUCINA_CHECK(rows > 0 && packable(type, cols), InvalidArgument, "[pack] cannot pack {} rows of {} {} elements", rows,
-               cols, type_traits(type).name);
+               cols, codec_traits(type).name);
   FUCINA_ASSERT(group_bytes_ % 64 == 0);
   const auto total = static_cast<std::size_t>(groups() * group_bytes_);
   data_ = arena != nullptr ? arena->allocate(total) : aligned_block(total, 64);
 }
 
 bool packable(QuantType type, std::int64_t cols) {
-  return find_format(type) != nullptr && cols > 0 && cols % type_traits(type).block_size == 0;
+  return find_format(type) != nullptr && cols > 0 && cols % codec_traits(type).block_size == 0;
 }
 
 PackedMatrix pack_matrix(QuantType type, const std::byte* data, std::int64_t rows, std::int64_t cols,
                          std::int64_t row_bytes, ThreadPool* pool, PackedArena* arena) {
   const PackedFormat& f = format_of(type);
   FUCINA_CHECK(row_bytes == quant::row_bytes(type, cols), InvalidArgument, "[pack] {} rows of {} elements are {} bytes, not {}",
-               type_traits(type).name, cols, quant::row_bytes(type, cols), row_bytes);
+               codec_traits(type).name, cols, quant::row_bytes(type, cols), row_bytes);
   PackedMatrix m(type, rows, cols, arena);
   auto pack = [&](std::int64_t g) {
     const std::byte* src[kPackRows];

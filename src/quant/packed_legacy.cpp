@@ -9,13 +9,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "fucina/kernels/arch.hpp"
 #include "fucina/quant/blocks_legacy.hpp"
 #include "fucina/quant/fp16.hpp"
 #include "packed_formats.hpp"
 #include "packed_tiles.hpp"
 
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
-#define FUCINA_PACKED_AVX512 1
+#if FUCINA_ARCH_AVX512VNNI
 #include <immintrin.h>
 #endif
 
@@ -105,7 +105,7 @@ void kernel_scalar(const PackedMatrix& w, std::int64_t g0, std::int64_t g1, cons
   }
 }
 
-#ifdef FUCINA_PACKED_AVX512
+#if FUCINA_ARCH_AVX512VNNI
 
 // The 8 unsigned 64-byte operands of block b: operand c pairs with activation bytes 4c..4c+3.
 struct ChunksQ8_0 {
@@ -189,7 +189,7 @@ void kernel_avx512(const PackedMatrix& w, std::int64_t g0, std::int64_t g1, cons
 const PackedFormat& packed_q8_0() {
   static const PackedFormat f{QuantType::Q8_0, group_bytes<512>, pack_group_q8_0,
                               kernel_scalar<512, 128, unsigned_q8_0>,
-#ifdef FUCINA_PACKED_AVX512
+#if FUCINA_ARCH_AVX512VNNI
                               kernel_avx512<512, 128, ChunksQ8_0>
 #else
                               nullptr
@@ -201,7 +201,7 @@ const PackedFormat& packed_q8_0() {
 const PackedFormat& packed_q4_0() {
   static const PackedFormat f{QuantType::Q4_0, group_bytes<256>, pack_group_q4_0,
                               kernel_scalar<256, 8, unsigned_q4_0>,
-#ifdef FUCINA_PACKED_AVX512
+#if FUCINA_ARCH_AVX512VNNI
                               kernel_avx512<256, 8, ChunksQ4_0>
 #else
                               nullptr

@@ -22,13 +22,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "fucina/kernels/arch.hpp"
 #include "fucina/quant/fp16.hpp"
 #include "fucina/quant/k_quants.hpp"
 #include "packed_formats.hpp"
 #include "packed_tiles.hpp"
 
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
-#define FUCINA_PACKED_AVX512 1
+#if FUCINA_ARCH_AVX512VNNI
 #include <immintrin.h>
 #endif
 
@@ -100,7 +100,7 @@ void kernel_scalar_q4_K(const PackedMatrix& w, std::int64_t g0, std::int64_t g1,
   }
 }
 
-#ifdef FUCINA_PACKED_AVX512
+#if FUCINA_ARCH_AVX512VNNI
 
 // Software prefetch distance: measured best for one-row products streamed from memory.
 constexpr std::int64_t kPrefetch = 8192;
@@ -197,7 +197,7 @@ void kernel_avx512_q4_K(const PackedMatrix& w, std::int64_t g0, std::int64_t g1,
 
 const PackedFormat& packed_q4_K() {
   static const PackedFormat f{QuantType::Q4_K, group_bytes_q4_K, pack_group_q4_K, kernel_scalar_q4_K,
-#ifdef FUCINA_PACKED_AVX512
+#if FUCINA_ARCH_AVX512VNNI
                               kernel_avx512_q4_K
 #else
                               nullptr

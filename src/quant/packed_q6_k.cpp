@@ -24,13 +24,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "fucina/kernels/arch.hpp"
 #include "fucina/quant/fp16.hpp"
 #include "fucina/quant/k_quants.hpp"
 #include "packed_formats.hpp"
 #include "packed_tiles.hpp"
 
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
-#define FUCINA_PACKED_AVX512 1
+#if FUCINA_ARCH_AVX512VNNI
 #include <immintrin.h>
 #endif
 
@@ -122,13 +122,12 @@ void kernel_scalar_q6_K(const PackedMatrix& w, std::int64_t g0, std::int64_t g1,
   }
 }
 
-#ifdef FUCINA_PACKED_AVX512
+#if FUCINA_ARCH_AVX512VNNI
 
 // Non-temporal hint: the streamed weights are read once per token, and keeping them out of
 // the cache's long-lived ways measured +3-5% decode over prefetcht0 (in-process A/B, Qwen3
 // and Llama-1B Q4_K_M; the legacy formats' T0 hint measured the same either way).
 inline void prefetch(const std::byte* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_NTA); }
-inline __m128i load128(const std::byte* p) { return _mm_load_si128(reinterpret_cast<const __m128i*>(p)); }
 inline __m256i load256(const std::byte* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
 
 // isum + lo * sl + hi * sh (int32 lanes).
@@ -155,7 +154,7 @@ inline __m512i high_bits(__m512i h, __m512i bits45) {
   if constexpr (F == 2) {
     return _mm512_and_si512(h, bits45);
   } else {
-#if defined(__GFNI__)
+#if FUCINA_ARCH_GFNI
     // Result bit i of a byte = parity(matrix byte 7 - i & input byte): bytes 3 and 2 select
     // input bits 2f and 2f + 1 for result bits 4 and 5.
     constexpr long long kMatrix = (1LL << (2 * F)) << 24 | (1LL << (2 * F + 1)) << 16;
@@ -241,7 +240,7 @@ void kernel_avx512_q6_K(const PackedMatrix& w, std::int64_t g0, std::int64_t g1,
 
 const PackedFormat& packed_q6_K() {
   static const PackedFormat f{QuantType::Q6_K, group_bytes_q6_K, pack_group_q6_K, kernel_scalar_q6_K,
-#ifdef FUCINA_PACKED_AVX512
+#if FUCINA_ARCH_AVX512VNNI
                               kernel_avx512_q6_K
 #else
                               nullptr

@@ -354,7 +354,7 @@ std::uint32_t input_file_type(const gguf::Reader& r, const std::vector<std::size
 
 bool convertible_source(GgmlType t) {
   return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 ||
-         (is_quantized(t) && find_type_traits(static_cast<std::uint32_t>(t)).has_value());
+         (is_quantized(t) && find_codec_traits(static_cast<std::uint32_t>(t)).has_value());
 }
 
 }  // namespace
@@ -414,14 +414,14 @@ ModelPlan plan_quantization(const gguf::Reader& input, const QuantizeOptions& op
     plan.n_fallback += p.fallback ? 1 : 0;
     p.src_bytes = t.size_bytes;
     const std::uint64_t rows = static_cast<std::uint64_t>(p.ne[1] * p.ne[2] * p.ne[3]);
-    p.dst_bytes = rows * gguf::row_bytes(p.dst_type, static_cast<std::uint64_t>(p.ne[0]));
+    p.dst_bytes = rows * gguf::row_size(p.dst_type, static_cast<std::uint64_t>(p.ne[0]));
     if (p.converts()) {
       FUCINA_CHECK(convertible_source(p.src_type), Unsupported, "[quantize] cannot convert tensor {} of type {}",
                    p.name, gguf::to_string(p.src_type));
       FUCINA_CHECK(!is_quantized(p.src_type) || options.allow_requantize, InvalidArgument,
                    "[quantize] tensor {} is already {}; requantizing needs --allow-requantize", p.name,
                    gguf::to_string(p.src_type));
-      FUCINA_CHECK(find_type_traits(static_cast<std::uint32_t>(p.dst_type)).has_value(), Unsupported,
+      FUCINA_CHECK(find_codec_traits(static_cast<std::uint32_t>(p.dst_type)).has_value(), Unsupported,
                    "[quantize] no encoder for {} (tensor {})", gguf::to_string(p.dst_type), p.name);
     }
     plan.tensors.push_back(std::move(p));
@@ -535,7 +535,7 @@ class ModelQuantizer {
   void check_finite(const TensorPlan& p, gguf::Bytes src) {
     if (p.src_type != GgmlType::F32 && p.src_type != GgmlType::F16 && p.src_type != GgmlType::BF16) return;
     const std::int64_t rows = p.ne[1] * p.ne[2] * p.ne[3];
-    const std::uint64_t row_bytes = gguf::row_bytes(p.src_type, static_cast<std::uint64_t>(p.ne[0]));
+    const std::uint64_t row_bytes = gguf::row_size(p.src_type, static_cast<std::uint64_t>(p.ne[0]));
     const std::int64_t grain = std::max<std::int64_t>(1, task_elements * 8 / std::max<std::int64_t>(1, p.ne[0]));
     pool_.parallel_range(rows, grain, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t r = b; r < e; ++r)
@@ -550,8 +550,8 @@ class ModelQuantizer {
     if (n == 0 || rows == 0) return;  // an empty tensor has no bytes to write
     const auto src_t = static_cast<QuantType>(static_cast<std::uint32_t>(p.src_type));
     const auto dst_t = static_cast<QuantType>(static_cast<std::uint32_t>(p.dst_type));
-    const std::uint64_t src_row = gguf::row_bytes(p.src_type, static_cast<std::uint64_t>(n));
-    const std::uint64_t dst_row = gguf::row_bytes(p.dst_type, static_cast<std::uint64_t>(n));
+    const std::uint64_t src_row = gguf::row_size(p.src_type, static_cast<std::uint64_t>(n));
+    const std::uint64_t dst_row = gguf::row_size(p.dst_type, static_cast<std::uint64_t>(n));
     const std::int64_t slab_rows =
         std::clamp<std::int64_t>(static_cast<std::int64_t>(slab_bytes / std::max<std::uint64_t>(dst_row, 1)), 1, rows);
     buffer_.resize(static_cast<std::size_t>(slab_rows) * dst_row);

@@ -17,36 +17,28 @@ namespace {
 
 using Q = QuantType;
 
-constexpr std::array<TypeTraits, 19> kTraits = {{
-    {Q::F32, "f32", 1, 4, true, Q::F32},
-    {Q::F16, "f16", 1, 2, true, Q::F16},
-    {Q::Q4_0, "q4_0", 32, sizeof(BlockQ4_0), true, Q::Q8_0},
-    {Q::Q4_1, "q4_1", 32, sizeof(BlockQ4_1), true, Q::Q8_1},
-    {Q::Q5_0, "q5_0", 32, sizeof(BlockQ5_0), true, Q::Q8_0},
-    {Q::Q5_1, "q5_1", 32, sizeof(BlockQ5_1), true, Q::Q8_1},
-    {Q::Q8_0, "q8_0", 32, sizeof(BlockQ8_0), true, Q::Q8_0},
-    {Q::Q8_1, "q8_1", 32, sizeof(BlockQ8_1), true, Q::Q8_1},
-    {Q::Q2_K, "q2_K", 256, sizeof(BlockQ2_K), true, Q::Q8_K},
-    {Q::Q3_K, "q3_K", 256, sizeof(BlockQ3_K), true, Q::Q8_K},
-    {Q::Q4_K, "q4_K", 256, sizeof(BlockQ4_K), true, Q::Q8_K},
-    {Q::Q5_K, "q5_K", 256, sizeof(BlockQ5_K), true, Q::Q8_K},
-    {Q::Q6_K, "q6_K", 256, sizeof(BlockQ6_K), true, Q::Q8_K},
-    {Q::Q8_K, "q8_K", 256, sizeof(BlockQ8_K), true, Q::Q8_K},
-    {Q::IQ4_NL, "iq4_nl", 32, sizeof(BlockIQ4_NL), true, Q::Q8_0},
-    {Q::IQ4_XS, "iq4_xs", 256, sizeof(BlockIQ4_XS), true, Q::Q8_K},
-    {Q::BF16, "bf16", 1, 2, true, Q::BF16},
-    {Q::TQ1_0, "tq1_0", 256, sizeof(BlockTQ1_0), true, Q::Q8_K},
-    {Q::TQ2_0, "tq2_0", 256, sizeof(BlockTQ2_0), true, Q::Q8_K},
+// Name and block layout come from the GGUF type table (the block structs assert they match it).
+constexpr CodecTraits row(Q type, Q vec_dot_type) {
+  const gguf::TypeTraits& g = gguf::type_traits(type);
+  return {type, g.name, g.block_size, g.type_size, true, vec_dot_type};
+}
+
+constexpr std::array<CodecTraits, 19> kTraits = {{
+    row(Q::F32, Q::F32),     row(Q::F16, Q::F16),     row(Q::Q4_0, Q::Q8_0),   row(Q::Q4_1, Q::Q8_1),
+    row(Q::Q5_0, Q::Q8_0),   row(Q::Q5_1, Q::Q8_1),   row(Q::Q8_0, Q::Q8_0),   row(Q::Q8_1, Q::Q8_1),
+    row(Q::Q2_K, Q::Q8_K),   row(Q::Q3_K, Q::Q8_K),   row(Q::Q4_K, Q::Q8_K),   row(Q::Q5_K, Q::Q8_K),
+    row(Q::Q6_K, Q::Q8_K),   row(Q::Q8_K, Q::Q8_K),   row(Q::IQ4_NL, Q::Q8_0), row(Q::IQ4_XS, Q::Q8_K),
+    row(Q::BF16, Q::BF16),   row(Q::TQ1_0, Q::Q8_K),  row(Q::TQ2_0, Q::Q8_K),
 }};
 
-const TypeTraits* lookup(std::uint32_t id) {
+const CodecTraits* lookup(std::uint32_t id) {
   for (const auto& t : kTraits)
     if (static_cast<std::uint32_t>(t.type) == id) return &t;
   return nullptr;
 }
 
-const TypeTraits& checked(QuantType type, std::int64_t n, const char* op) {
-  const TypeTraits& t = type_traits(type);
+const CodecTraits& checked(QuantType type, std::int64_t n, const char* op) {
+  const CodecTraits& t = codec_traits(type);
   FUCINA_CHECK(n >= 0 && n % t.block_size == 0, InvalidArgument,
                "[{}] {} rows must be a multiple of {} elements, got {}", op, t.name, t.block_size, n);
   return t;
@@ -63,22 +55,22 @@ B* out(void* p) {
 
 }  // namespace
 
-std::optional<TypeTraits> find_type_traits(std::uint32_t ggml_id) {
-  const TypeTraits* t = lookup(ggml_id);
+std::optional<CodecTraits> find_codec_traits(std::uint32_t ggml_id) {
+  const CodecTraits* t = lookup(ggml_id);
   if (t == nullptr) return std::nullopt;
   return *t;
 }
 
-const TypeTraits& type_traits(QuantType type) {
-  const TypeTraits* t = lookup(static_cast<std::uint32_t>(type));
+const CodecTraits& codec_traits(QuantType type) {
+  const CodecTraits* t = lookup(static_cast<std::uint32_t>(type));
   FUCINA_CHECK(t != nullptr, Unsupported, "[quant] unsupported ggml type id {}",
                static_cast<std::uint32_t>(type));
   return *t;
 }
 
 std::int64_t row_bytes(QuantType type, std::int64_t n) {
-  const TypeTraits& t = checked(type, n, "row_bytes");
-  return n / t.block_size * t.block_bytes;
+  checked(type, n, "row_bytes");
+  return static_cast<std::int64_t>(gguf::row_size(type, static_cast<std::uint64_t>(n)));
 }
 
 void dequantize_row(QuantType type, const void* src, float* dst, std::int64_t n) {
@@ -108,6 +100,7 @@ void dequantize_row(QuantType type, const void* src, float* dst, std::int64_t n)
     case Q::IQ4_XS: return dequantize_row_iq4_xs(in<BlockIQ4_XS>(src), dst, n);
     case Q::TQ1_0: return dequantize_row_tq1_0(in<BlockTQ1_0>(src), dst, n);
     case Q::TQ2_0: return dequantize_row_tq2_0(in<BlockTQ2_0>(src), dst, n);
+    default: break;  // checked() rejected every other type
   }
   FUCINA_ASSERT(false);
 }
@@ -138,6 +131,7 @@ void quantize_row(QuantType type, const float* src, void* dst, std::int64_t n) {
     case Q::IQ4_XS: return quantize_row_iq4_xs(src, out<BlockIQ4_XS>(dst), n);
     case Q::TQ1_0: return quantize_row_tq1_0(src, out<BlockTQ1_0>(dst), n);
     case Q::TQ2_0: return quantize_row_tq2_0(src, out<BlockTQ2_0>(dst), n);
+    default: break;  // checked() rejected every other type
   }
   FUCINA_ASSERT(false);
 }
@@ -151,7 +145,7 @@ void quantize_row_activation(QuantType type, const float* src, void* dst, std::i
     default: break;
   }
   FUCINA_CHECK(false, Unsupported, "[quantize_row_activation] {} is not an activation format",
-               type_traits(type).name);
+               codec_traits(type).name);
 }
 
 }  // namespace fucina::quant

@@ -63,8 +63,8 @@ DotRowsFn dot_rows_kernel(QuantType weight_type) {
 
 float vec_dot(QuantType weight_type, std::int64_t n, const void* w_row, const void* act_row) {
   const int i = type_index(weight_type);
-  FUCINA_CHECK(i >= 0, Unsupported, "[vec_dot] no dot kernel for {}", type_traits(weight_type).name);
-  const TypeTraits& t = type_traits(weight_type);
+  FUCINA_CHECK(i >= 0, Unsupported, "[vec_dot] no dot kernel for {}", codec_traits(weight_type).name);
+  const CodecTraits& t = codec_traits(weight_type);
   FUCINA_CHECK(n >= 0 && n % t.block_size == 0, InvalidArgument,
                "[vec_dot] {} rows must be a multiple of {} elements, got {}", t.name, t.block_size, n);
   return best_table().fn[i](n, w_row, act_row);

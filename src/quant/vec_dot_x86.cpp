@@ -3,8 +3,9 @@
 // side is the fixed order of Note [Dot determinism], so results equal the scalar twins.
 #include "vec_dot_arms.hpp"
 
-#if !defined(FUCINA_SCALAR) && defined(__AVX2__) && defined(__F16C__)
-#define FUCINA_QUANT_X86 1
+#include "fucina/kernels/arch.hpp"
+
+#if FUCINA_ARCH_AVX2
 #include <immintrin.h>
 
 #include <cstring>
@@ -15,7 +16,7 @@
 
 namespace fucina::quant::detail {
 
-#if defined(FUCINA_QUANT_X86)
+#if FUCINA_ARCH_AVX2
 namespace {
 
 // u8 x s8 products summed in groups of 4 into int32 lanes (lane i <- bytes 4i..4i+3).
@@ -31,7 +32,7 @@ struct Avx2Ops {
   }
 };
 
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#if FUCINA_ARCH_AVX512VNNI
 struct VnniOps {
   static __m256i dot(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
   static __m256i dot_scaled(__m256i u, __m256i s, int lo, int hi) {
@@ -252,7 +253,7 @@ int q3_isum_avx2(const BlockQ3_K& w, const BlockQ8_K& a) {
   return hsum(s);
 }
 
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#if FUCINA_ARCH_AVX512VNNI
 // Scale index of int32 lane group i (elements 16i..16i+15) of 64 elements starting at 16*base.
 __m512i scale_lanes(const __m512i& scales, int base) {
   const __m512i idx = _mm512_set_epi32(base + 3, base + 3, base + 3, base + 3, base + 2, base + 2, base + 2,
@@ -313,7 +314,7 @@ float dot_q2_K(std::int64_t n, const void* wp, const void* ap) {
   Lanes acc;
   for (std::int64_t b = 0; b < n / kQK_K; ++b) {
     int isum = 0;
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#if FUCINA_ARCH_AVX512VNNI
     if constexpr (std::is_same_v<P, VnniOps>) isum = q2_isum_avx512(w[b], a[b]);
     else isum = q2_isum_avx2(w[b], a[b]);
 #else
@@ -334,7 +335,7 @@ float dot_q3_K(std::int64_t n, const void* wp, const void* ap) {
   Lanes acc;
   for (std::int64_t b = 0; b < n / kQK_K; ++b) {
     int isum = 0;
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#if FUCINA_ARCH_AVX512VNNI
     if constexpr (std::is_same_v<P, VnniOps>) isum = q3_isum_avx512(w[b], a[b]);
     else isum = q3_isum_avx2(w[b], a[b]);
 #else
@@ -392,7 +393,7 @@ int q45_isum_avx2(const Block& w, const BlockQ8_K& a, std::uint64_t sc) {
   return hsum(s);
 }
 
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#if FUCINA_ARCH_AVX512VNNI
 // 512-bit body: sub-blocks 2k and 2k+1 (64 contiguous activations) per vpdpbusd.
 template <bool kFiveBit, class Block>
 int q45_isum_avx512(const Block& w, const BlockQ8_K& a, std::uint64_t sc) {
@@ -426,7 +427,7 @@ float dot_q45_K(std::int64_t n, const void* wp, const void* ap) {
   for (std::int64_t b = 0; b < n / kQK_K; ++b) {
     const K4Scales s = k4_scales_packed(w[b].scales);
     int isum = 0;
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#if FUCINA_ARCH_AVX512VNNI
     if constexpr (std::is_same_v<P, VnniOps>) isum = q45_isum_avx512<kFiveBit>(w[b], a[b], s.sc);
     else isum = q45_isum_avx2<kFiveBit>(w[b], a[b], s.sc);
 #else
@@ -459,7 +460,7 @@ int q6_isum_avx2(const BlockQ6_K& w, const BlockQ8_K& a) {
   return hsum(s);
 }
 
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#if FUCINA_ARCH_AVX512VNNI
 // 512-bit body: 64 contiguous elements per vpdpbusd on the unsigned codes (0..63), with
 // 32 * sum(a) subtracted per 16-element group before scaling.
 int q6_isum_avx512(const BlockQ6_K& w, const BlockQ8_K& a) {
@@ -493,7 +494,7 @@ float dot_q6_K(std::int64_t n, const void* wp, const void* ap) {
   Lanes acc;
   for (std::int64_t b = 0; b < n / kQK_K; ++b) {
     int isum = 0;
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#if FUCINA_ARCH_AVX512VNNI
     if constexpr (std::is_same_v<P, VnniOps>) isum = q6_isum_avx512(w[b], a[b]);
     else isum = q6_isum_avx2(w[b], a[b]);
 #else
@@ -557,7 +558,7 @@ float dot_tq1_0(std::int64_t n, const void* wp, const void* ap) {
   return acc.reduce();
 }
 
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#if FUCINA_ARCH_AVX512VNNI
 // Note [Multi-row dots]: prompts multiply each weight row by many activation rows. These
 // kernels take up to kMaxDotRows activation rows per weight row and share the weight-side
 // work (unpacking, scales); every output still gets exactly its single-row kernel's
@@ -674,7 +675,7 @@ constexpr DotTable make_table() {
 }
 
 constexpr DotTable kAvx2Table = make_table<Avx2Ops>();
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#if FUCINA_ARCH_AVX512VNNI
 constexpr DotTable kVnniTable = make_table<VnniOps>();
 #endif
 
@@ -683,7 +684,7 @@ constexpr DotTable kVnniTable = make_table<VnniOps>();
 const DotTable* avx2_dot_table() { return &kAvx2Table; }
 
 DotRowsFn avx512vnni_rows_kernel(QuantType type) {
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#if FUCINA_ARCH_AVX512VNNI
   switch (type) {
     case QuantType::Q8_0: return rows_q8_0;
     case QuantType::Q4_0: return rows_q4_0;
@@ -697,7 +698,7 @@ DotRowsFn avx512vnni_rows_kernel(QuantType type) {
 #endif
 }
 const DotTable* avx512vnni_dot_table() {
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#if FUCINA_ARCH_AVX512VNNI
   return &kVnniTable;
 #else
   return nullptr;

@@ -38,7 +38,7 @@ TEST(GgufFormat, TypeTableMatchesGgufPy) {
   }
   for (std::uint32_t removed : {4u, 5u, 31u, 32u, 33u, 36u, 37u, 38u, 43u, 1000u})
     EXPECT_FALSE(is_valid_ggml_type(removed)) << removed;
-  EXPECT_EQ(row_bytes(GgmlType::Q4_K, 4096), 16u * 144u);
+  EXPECT_EQ(row_size(GgmlType::Q4_K, 4096), 16u * 144u);
   EXPECT_FALSE(ggml_type_from_name("q4_k").has_value());  // ggml spells it q4_K
 }
 

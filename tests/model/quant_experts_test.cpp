@@ -15,7 +15,7 @@ TEST(QuantExperts, ExpertIsARowOffsetViewOfTheStack) {
   const auto w = Tensor<"r", "i">::randn(ctx, {n_expert * out, in}, 11).to_vector();
   const auto x = Tensor<"seq", "embd">::randn(ctx, {n, in}, 12);
   for (auto type : {quant::QuantType::Q8_0, quant::QuantType::Q4_0, quant::QuantType::Q4_K, quant::QuantType::Q6_K}) {
-    SCOPED_TRACE(quant::type_traits(type).name);
+    SCOPED_TRACE(quant::codec_traits(type).name);
     const std::int64_t rb = quant::row_bytes(type, in);
     std::vector<std::byte> stack(static_cast<std::size_t>(rb * n_expert * out));
     for (std::int64_t r = 0; r < n_expert * out; ++r)
@@ -40,8 +40,8 @@ TEST(QuantExperts, ExpertIsARowOffsetViewOfTheStack) {
       model::QuantMatrix qe = q;
       qe.data = own.data();
       qe.rows = out;
-      const auto got = model::dot<"embd">(ctx, x, we).to_vector();
-      const auto want = model::dot<"embd">(ctx, x, model::Weight<"eff", "embd">(qe)).to_vector();
+      const auto got = model::linear<"embd">(ctx, x, we).to_vector();
+      const auto want = model::linear<"embd">(ctx, x, model::Weight<"eff", "embd">(qe)).to_vector();
       EXPECT_EQ(got, want);
     }
     EXPECT_THROW((void)experts.expert(n_expert), Error);

@@ -43,7 +43,7 @@ TEST(QuantMatmul, EqualsThePairedDotKernelAndTracksF32) {
     const auto q = quantize_matrix(type, w, rows, cols, storage);
     std::vector<float> y(static_cast<std::size_t>(n * rows));
     model::matmul_quant(ctx.pool(), x.data(), n, q, y.data());
-    const auto act_type = quant::type_traits(type).vec_dot_type;
+    const auto act_type = quant::codec_traits(type).vec_dot_type;
     const std::int64_t ab = quant::row_bytes(act_type, cols);
     std::vector<std::byte> act(static_cast<std::size_t>(ab));
     std::vector<float> wd(static_cast<std::size_t>(cols));
@@ -59,7 +59,7 @@ TEST(QuantMatmul, EqualsThePairedDotKernelAndTracksF32) {
           ref += double(x[static_cast<std::size_t>(r * cols + i)]) * wd[static_cast<std::size_t>(i)];
           mag += std::fabs(double(x[static_cast<std::size_t>(r * cols + i)]) * wd[static_cast<std::size_t>(i)]);
         }
-        EXPECT_NEAR(y[static_cast<std::size_t>(r * rows + o)], ref, 0.01 * mag) << quant::type_traits(type).name;
+        EXPECT_NEAR(y[static_cast<std::size_t>(r * rows + o)], ref, 0.01 * mag) << quant::codec_traits(type).name;
       }
     }
   }
@@ -79,7 +79,7 @@ TEST(QuantMatmul, GemmPathMatchesTheDotKernel) {
     q.fast_prefill = true;
     std::vector<float> y(static_cast<std::size_t>(n * rows));
     model::matmul_quant(ctx.pool(), x.data(), n, q, y.data());
-    const auto act_type = quant::type_traits(type).vec_dot_type;
+    const auto act_type = quant::codec_traits(type).vec_dot_type;
     std::vector<std::byte> act(static_cast<std::size_t>(quant::row_bytes(act_type, cols)));
     std::vector<float> wd(static_cast<std::size_t>(cols));
     for (std::int64_t r = 0; r < n; ++r) {
@@ -91,7 +91,7 @@ TEST(QuantMatmul, GemmPathMatchesTheDotKernel) {
         // Q8_1 pairings (Q4_1, Q5_1) also differ by the block sum ggml keeps in f16.
         const double tol = (act_type == quant::QuantType::Q8_1 ? 1e-3 : 2e-6) * mag;
         ASSERT_NEAR(y[static_cast<std::size_t>(r * rows + o)], quant::vec_dot(type, cols, q.row(o), act.data()), tol)
-            << quant::type_traits(type).name << " r=" << r << " o=" << o;
+            << quant::codec_traits(type).name << " r=" << r << " o=" << o;
       }
     }
   }

@@ -39,7 +39,7 @@ TEST(DequantSimd, EqualsScalarBitwise) {
       std::vector<float> want(static_cast<std::size_t>(n)), got(static_cast<std::size_t>(n), -7.f);
       scalar_decode(type, blocks.data(), want.data(), n);
       if (!dequantize_row_simd(type, blocks.data(), got.data(), n)) GTEST_SKIP() << "no SIMD decoder in this build";
-      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << type_traits(type).name;
+      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << codec_traits(type).name;
     }
   }
 }

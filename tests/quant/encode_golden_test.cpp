@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "fucina/core/error.hpp"
-#include "fucina/gguf/format.hpp"
 #include "fucina/quant/blocks_legacy.hpp"
 #include "fucina/quant/iq4.hpp"
 #include "fucina/quant/traits.hpp"
@@ -33,7 +32,7 @@ const Case kWeightTypes[] = {
 class WeightGolden : public ::testing::TestWithParam<Case> {};
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  return std::string(type_traits(info.param.type).name);
+  return std::string(codec_traits(info.param.type).name);
 }
 
 TEST_P(WeightGolden, EncoderIsByteExact) {
@@ -142,9 +141,9 @@ TEST(Iq4NlFast, MatchesGgmlRef) {
 TEST(Traits, SizesAndErrors) {
   EXPECT_EQ(row_bytes(QuantType::Q4_K, 512), 288);
   EXPECT_EQ(row_bytes(QuantType::TQ1_0, 256), 54);
-  EXPECT_EQ(type_traits(QuantType::Q6_K).vec_dot_type, QuantType::Q8_K);
-  EXPECT_FALSE(find_type_traits(16).has_value());  // IQ2_XXS: not handled here
-  EXPECT_TRUE(find_type_traits(35).has_value());
+  EXPECT_EQ(codec_traits(QuantType::Q6_K).vec_dot_type, QuantType::Q8_K);
+  EXPECT_FALSE(find_codec_traits(16).has_value());  // IQ2_XXS: not handled here
+  EXPECT_TRUE(find_codec_traits(35).has_value());
   float x[40] = {};
   std::uint8_t buf[256] = {};
   EXPECT_THROW(quantize_row(QuantType::Q4_K, x, buf, 40), fucina::Error);
@@ -175,8 +174,8 @@ TEST(NonFinite, StaysInsideItsBlocks) {
     quantize_row(c.type, x.data(), out.data(), 512);
     dequantize_row(c.type, out.data(), y.data(), 512);
     quantize_row(c.type, x.data() + 256, half.data(), 256);
-    EXPECT_EQ(std::memcmp(out.data() + rb / 2, half.data(), half.size()), 0) << type_traits(c.type).name;
-    for (int i = 256; i < 512; ++i) ASSERT_TRUE(std::isfinite(y[i])) << type_traits(c.type).name << " " << i;
+    EXPECT_EQ(std::memcmp(out.data() + rb / 2, half.data(), half.size()), 0) << codec_traits(c.type).name;
+    for (int i = 256; i < 512; ++i) ASSERT_TRUE(std::isfinite(y[i])) << codec_traits(c.type).name << " " << i;
   }
   for (QuantType t : {QuantType::Q8_0, QuantType::Q8_1, QuantType::Q8_K}) {
     std::vector<std::uint8_t> out(row_bytes(t, 512)), half(row_bytes(t, 256));
@@ -189,22 +188,3 @@ TEST(NonFinite, StaysInsideItsBlocks) {
 }  // namespace
 }  // namespace fucina::quant::test
 
-
-namespace fucina::quant::test {
-namespace {
-
-// Our traits agree with the GGUF module's independently written ggml type table.
-TEST(Traits, AgreeWithGgufTypeTable) {
-  for (std::uint32_t id = 0; id < 64; ++id) {
-    const auto ours = find_type_traits(id);
-    if (!ours) continue;
-    ASSERT_TRUE(fucina::gguf::is_valid_ggml_type(id)) << id;
-    const auto& theirs = fucina::gguf::type_traits(static_cast<fucina::gguf::GgmlType>(id));
-    EXPECT_EQ(ours->name, theirs.name) << id;
-    EXPECT_EQ(ours->block_size, static_cast<std::int64_t>(theirs.block_size)) << id;
-    EXPECT_EQ(ours->block_bytes, static_cast<std::int64_t>(theirs.type_size)) << id;
-  }
-}
-
-}  // namespace
-}  // namespace fucina::quant::test

@@ -25,7 +25,7 @@ inline PackedCase make_packed_case(QuantType t, std::int64_t rows, std::int64_t 
   c.rows = rows;
   c.cols = cols;
   c.n_act = n_act;
-  const QuantType at = type_traits(t).vec_dot_type;
+  const QuantType at = codec_traits(t).vec_dot_type;
   const std::int64_t wb = row_bytes(t, cols), pb = packed_act_bytes(t, cols), ab = row_bytes(at, cols);
   c.weights.resize(static_cast<std::size_t>(rows * wb));
   c.acts.resize(static_cast<std::size_t>(n_act * pb));

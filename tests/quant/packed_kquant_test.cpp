@@ -164,7 +164,7 @@ TEST_P(PackedKQuantTest, IntegerPartIsExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, PackedKQuantTest, ::testing::Values(QuantType::Q4_K, QuantType::Q6_K),
-                         [](const auto& info) { return std::string(type_traits(info.param).name); });
+                         [](const auto& info) { return std::string(codec_traits(info.param).name); });
 
 TEST(PackedKQuant, NeedsWholeSuperBlocks) {
   EXPECT_FALSE(packable(QuantType::Q4_K, 128));

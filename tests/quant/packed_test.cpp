@@ -44,7 +44,7 @@ TEST_P(PackedTest, ArmsAgreeAndMatchOneRowDots) {
         ASSERT_EQ(std::memcmp(ref.data(), got.data(), ref.size() * sizeof(float)), 0) << "cols " << cols << " n_act " << n_act;
       }
       const DotFn dot = dot_kernel(DotArm::Scalar, t);
-      const std::int64_t ab = row_bytes(type_traits(t).vec_dot_type, cols);
+      const std::int64_t ab = row_bytes(codec_traits(t).vec_dot_type, cols);
       for (std::int64_t i = 0; i < n_act; ++i)
         for (std::int64_t o = 0; o < rows; ++o) {
           double mag = 0;
@@ -92,7 +92,7 @@ TEST_P(PackedTest, IntegerPartIsExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, PackedTest, ::testing::Values(QuantType::Q8_0, QuantType::Q4_0),
-                         [](const auto& info) { return std::string(type_traits(info.param).name); });
+                         [](const auto& info) { return std::string(codec_traits(info.param).name); });
 
 // Matrices carved from one arena region: aligned, disjoint, and alive after the arena goes.
 TEST(Packed, ArenaCarvesAlignedDisjointBlocksThatOutliveIt) {

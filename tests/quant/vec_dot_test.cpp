@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fucina/core/error.hpp"
+#include "fucina/kernels/arch.hpp"
 #include "fucina/quant/blocks_legacy.hpp"
 #include "fucina/quant/k_quants.hpp"
 #include "fucina/quant/traits.hpp"
@@ -34,7 +35,7 @@ std::vector<float> random_row(std::mt19937& rng, std::int64_t n) {
 
 // Raw random weight bytes (every code path of the unpacking), with finite f16 scales.
 std::vector<std::uint8_t> random_weight_bytes(std::mt19937& rng, QuantType t, std::int64_t n) {
-  const TypeTraits& tr = type_traits(t);
+  const CodecTraits& tr = codec_traits(t);
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(row_bytes(t, n)));
   for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
   // The f16 scale fields (at their ggml-common.h offsets) get finite values below 1.
@@ -81,7 +82,7 @@ std::vector<std::uint8_t> quantize_act(QuantType t, const float* x, std::int64_t
 void dequant_dot(QuantType wt, std::int64_t n, const void* w, const void* a, double& dot, double& mag) {
   std::vector<float> wf(static_cast<std::size_t>(n)), af(static_cast<std::size_t>(n));
   dequantize_row(wt, w, wf.data(), n);
-  dequantize_row(type_traits(wt).vec_dot_type, a, af.data(), n);
+  dequantize_row(codec_traits(wt).vec_dot_type, a, af.data(), n);
   dot = 0;
   mag = 0;
   for (std::int64_t i = 0; i < n; ++i) {
@@ -93,10 +94,10 @@ void dequant_dot(QuantType wt, std::int64_t n, const void* w, const void* a, dou
 // Q8_1 stores s = d * sum(q) rounded to f16, so the min term m * s of the Q4_1/Q5_1 dots
 // carries up to half an f16 ulp of s that the dequantized dot does not see.
 double q8_1_sum_slack(QuantType t, std::int64_t n, const void* w, const void* a) {
-  if (type_traits(t).vec_dot_type != QuantType::Q8_1) return 0.0;
+  if (codec_traits(t).vec_dot_type != QuantType::Q8_1) return 0.0;
   const auto* ab = static_cast<const BlockQ8_1*>(a);
   const auto* wb = static_cast<const std::uint8_t*>(w);
-  const std::int64_t bytes = type_traits(t).block_bytes;
+  const std::int64_t bytes = codec_traits(t).block_bytes;
   double slack = 0;
   for (std::int64_t b = 0; b < n / 32; ++b) {
     f16_bits m = 0;
@@ -106,17 +107,17 @@ double q8_1_sum_slack(QuantType t, std::int64_t n, const void* w, const void* a)
   return slack;
 }
 
-std::int64_t test_len(QuantType t) { return type_traits(t).block_size == 32 ? 32 * 21 : 256 * 5; }
+std::int64_t test_len(QuantType t) { return codec_traits(t).block_size == 32 ? 32 * 21 : 256 * 5; }
 
 class DotKernel : public ::testing::TestWithParam<QuantType> {};
 
 std::string type_name(const ::testing::TestParamInfo<QuantType>& info) {
-  return std::string(type_traits(info.param).name);
+  return std::string(codec_traits(info.param).name);
 }
 
 TEST_P(DotKernel, SimdArmsEqualScalarBitwise) {
   const QuantType t = GetParam();
-  const QuantType at = type_traits(t).vec_dot_type;
+  const QuantType at = codec_traits(t).vec_dot_type;
   const std::int64_t n = test_len(t);
   std::mt19937 rng(static_cast<unsigned>(t) * 7919u);
   DotFn scalar = dot_kernel(DotArm::Scalar, t);
@@ -135,7 +136,7 @@ TEST_P(DotKernel, SimdArmsEqualScalarBitwise) {
     }
     EXPECT_TRUE(same_float(vec_dot(t, n, w.data(), act.data()), ref));
   }
-#if !defined(FUCINA_SCALAR) && defined(__AVX2__)
+#if FUCINA_ARCH_AVX2
   EXPECT_GT(arms_run, 0) << "no SIMD arm compiled in a SIMD build";
 #endif
 }
@@ -146,7 +147,7 @@ TEST_P(DotKernel, RowsKernelEqualsSingleRowBitwise) {
   const QuantType t = GetParam();
   const DotRowsFn rows = dot_rows_kernel(t);
   if (rows == nullptr) GTEST_SKIP() << "no multi-row kernel for this type in this build";
-  const QuantType at = type_traits(t).vec_dot_type;
+  const QuantType at = codec_traits(t).vec_dot_type;
   const std::int64_t n = test_len(t) * 3;  // several 8-block groups plus a tail for 32-blocks
   std::mt19937 rng(static_cast<unsigned>(t) * 31u);
   const DotFn single = dot_kernel(best_dot_arm(), t);
@@ -169,7 +170,7 @@ TEST_P(DotKernel, RowsKernelEqualsSingleRowBitwise) {
 
 TEST_P(DotKernel, MatchesDequantizedDot) {
   const QuantType t = GetParam();
-  const QuantType at = type_traits(t).vec_dot_type;
+  const QuantType at = codec_traits(t).vec_dot_type;
   const std::int64_t n = test_len(t);
   std::mt19937 rng(static_cast<unsigned>(t) * 104729u);
   for (int trial = 0; trial < 4; ++trial) {
@@ -203,7 +204,7 @@ TEST_P(DotKernel, AgreesWithGgmlVecDot) {
     Golden g = load_golden(f);
     if (g.type == static_cast<std::uint32_t>(t)) wg = std::move(g);
   }
-  const QuantType at = type_traits(t).vec_dot_type;
+  const QuantType at = codec_traits(t).vec_dot_type;
   const Golden ag = load_golden(at == QuantType::Q8_0 ? "act_q8_0.bin" : at == QuantType::Q8_1 ? "act_q8_1.bin" : "act_q8_k.bin");
   int compared = 0;
   for (int r = 0; r < kRows; ++r) {

@@ -258,8 +258,9 @@ constexpr std::optional<GgmlType> ggml_type_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-// Bytes of one row of n elements (precondition: n % block_size == 0, no overflow).
-constexpr std::uint64_t row_bytes(GgmlType t, std::uint64_t n) {
+// Bytes of one row of n elements, as ggml_row_size (precondition: n % block_size == 0, no
+// overflow). quant::row_bytes is the checked form for the types quant/ decodes.
+constexpr std::uint64_t row_size(GgmlType t, std::uint64_t n) {
   return n / block_size(t) * type_size(t);
 }
 

@@ -9,35 +9,64 @@
 // xsimd 8.1 has no VNNI tags, and its avx512f `fma` is an unfused mul+add under
 // -ffp-contract=off: use the intrinsic (_mm512_fmadd_ps) where fusion matters.
 
-namespace fucina::kernels::arch {
-
-#if !defined(FUCINA_SCALAR) && defined(__AVX2__) && defined(__FMA__)
-inline constexpr bool kHasAvx2 = true;
+// Note [Arch macros]: the one place that reads the compiler's ISA macros (__AVX2__, ...).
+// FUCINA_ARCH_<X> is 1 when arm X is compiled into this build, else 0; files include this
+// header and test them with #if to compile intrinsics in or out (tests/architecture checks
+// that no other file reads the compiler's macros). FUCINA_SCALAR sets them all to 0.
+//  - AVX2: AVX2 + FMA3 + F16C (x86-64-v3). AVXVNNI: AVX-VNNI on top of AVX2.
+//  - AVX512: AVX-512 F/BW/DQ/VL on top of AVX2 (x86-64-v4). AVX512VNNI: VNNI on top of AVX512.
+//    AVX512BF16: vdpbf16ps on top of AVX512.
+//  - NEON: AArch64 Advanced SIMD. SIMD: any arm may be compiled (xsimd's default arch,
+//    the widest the compiler enables). GFNI: Galois-field byte ops on top of AVX512.
+#if !defined(FUCINA_SCALAR) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define FUCINA_ARCH_AVX2 1
 #else
-inline constexpr bool kHasAvx2 = false;
+#define FUCINA_ARCH_AVX2 0
 #endif
-#if !defined(FUCINA_SCALAR) && defined(__AVXVNNI__) && defined(__AVX2__) && defined(__FMA__)
-inline constexpr bool kHasAvxVnni = true;
+#if FUCINA_ARCH_AVX2 && defined(__AVXVNNI__)
+#define FUCINA_ARCH_AVXVNNI 1
 #else
-inline constexpr bool kHasAvxVnni = false;
+#define FUCINA_ARCH_AVXVNNI 0
 #endif
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__) && defined(__AVX512BW__) && \
-    defined(__AVX512DQ__) && defined(__AVX512VL__)
-inline constexpr bool kHasAvx512 = true;
+#if FUCINA_ARCH_AVX2 && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && \
+    defined(__AVX512VL__)
+#define FUCINA_ARCH_AVX512 1
 #else
-inline constexpr bool kHasAvx512 = false;
+#define FUCINA_ARCH_AVX512 0
 #endif
-#if !defined(FUCINA_SCALAR) && defined(__AVX512VNNI__) && defined(__AVX512F__) && \
-    defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
-inline constexpr bool kHasAvx512Vnni = true;
+#if FUCINA_ARCH_AVX512 && defined(__AVX512VNNI__)
+#define FUCINA_ARCH_AVX512VNNI 1
 #else
-inline constexpr bool kHasAvx512Vnni = false;
+#define FUCINA_ARCH_AVX512VNNI 0
+#endif
+#if FUCINA_ARCH_AVX512 && defined(__AVX512BF16__)
+#define FUCINA_ARCH_AVX512BF16 1
+#else
+#define FUCINA_ARCH_AVX512BF16 0
+#endif
+#if FUCINA_ARCH_AVX512 && defined(__GFNI__)
+#define FUCINA_ARCH_GFNI 1
+#else
+#define FUCINA_ARCH_GFNI 0
 #endif
 #if !defined(FUCINA_SCALAR) && (defined(__ARM_NEON) || defined(__ARM_NEON__)) && defined(__aarch64__)
-inline constexpr bool kHasNeon = true;
+#define FUCINA_ARCH_NEON 1
 #else
-inline constexpr bool kHasNeon = false;
+#define FUCINA_ARCH_NEON 0
 #endif
+#if !defined(FUCINA_SCALAR)
+#define FUCINA_ARCH_SIMD 1
+#else
+#define FUCINA_ARCH_SIMD 0
+#endif
+
+namespace fucina::kernels::arch {
+
+inline constexpr bool kHasAvx2 = FUCINA_ARCH_AVX2;
+inline constexpr bool kHasAvxVnni = FUCINA_ARCH_AVXVNNI;
+inline constexpr bool kHasAvx512 = FUCINA_ARCH_AVX512;
+inline constexpr bool kHasAvx512Vnni = FUCINA_ARCH_AVX512VNNI;
+inline constexpr bool kHasNeon = FUCINA_ARCH_NEON;
 
 // Portable code only; always compiled. f32 lanes per vector register in `lanes`.
 struct scalar {

@@ -17,7 +17,6 @@
 #include <span>
 
 #include "fucina/model/kv_cache.hpp"
-#include "fucina/model/ggml_ops.hpp"
 #include "fucina/model/weights.hpp"
 
 namespace fucina::model {

@@ -11,7 +11,6 @@
 
 #include "fucina/gguf/reader.hpp"
 #include "fucina/model/kv_cache.hpp"
-#include "fucina/model/ggml_ops.hpp"
 #include "fucina/model/weights.hpp"
 
 namespace fucina::model {

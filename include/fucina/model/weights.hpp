@@ -57,7 +57,7 @@ Tensor<R, C> f16_rounded(Context& ctx, const Tensor<R, C>& x) {
 
 // xr (contiguous; already f16-rounded for an f16 weight) · Wᵀ for an f16 or f32 weight.
 template <TagName C, TagName R, TagName Out>
-Tensor<R, Out> dot_ggml_weight(Context& ctx, const Tensor<R, C>& xr, const Weight<Out, C>& w) {
+Tensor<R, Out> linear_ggml(Context& ctx, const Tensor<R, C>& xr, const Weight<Out, C>& w) {
   const RawTensor& wr = w.is_f16() ? w.f16().raw() : w.f32().raw();
   const std::int64_t k = xr.template size<C>(), n = xr.template size<R>(), n_out = wr.shape[0];
   FUCINA_ASSERT(wr.strides[1] == 1);
@@ -77,14 +77,16 @@ Tensor<R, Out> dot_ggml_weight(Context& ctx, const Tensor<R, C>& xr, const Weigh
 template <TagName C, TagName R, TagName Out>
 void check_contracted(const Tensor<R, C>& x, const Weight<Out, C>& w) {
   const std::int64_t k = w.is_quant() ? w.quant().cols : w.is_f16() ? w.f16().raw().shape[1] : x.template size<C>();
-  FUCINA_CHECK(x.template size<C>() == k, ShapeMismatch, "[dot] contracted axis '{}' is {} on the left, {} on the right",
+  FUCINA_CHECK(x.template size<C>() == k, ShapeMismatch, "[linear] contracted axis '{}' is {} on the left, {} on the right",
                C.view(), x.template size<C>(), k);
 }
 }  // namespace detail
 
-// x · Wᵀ contracting In, by name: Tensor<R, In> · Weight<Out, In> -> Tensor<R, Out>.
+// x · Wᵀ contracting In, by name: Tensor<R, In> · Weight<Out, In> -> Tensor<R, Out>, with
+// llama.cpp's numerics for each weight format. Inference only: the quantized and f16 arms
+// record no autograd node (the f32 arm is the core dot).
 template <TagName C, TagName R, TagName Out>
-Tensor<R, Out> dot(Context& ctx, const Tensor<R, C>& x, const Weight<Out, C>& w) {
+Tensor<R, Out> linear(Context& ctx, const Tensor<R, C>& x, const Weight<Out, C>& w) {
   detail::check_contracted(x, w);
   if (w.is_quant()) {
     const auto xc = contiguous(ctx, x);
@@ -92,22 +94,22 @@ Tensor<R, Out> dot(Context& ctx, const Tensor<R, C>& x, const Weight<Out, C>& w)
     matmul_quant(ctx.pool(), xc.data().data(), x.template size<R>(), w.quant(), y.mutable_data().data());
     return y;
   }
-  if (!w.is_f16()) return detail::dot_ggml_weight(ctx, contiguous(ctx, x), w);
-  return detail::dot_ggml_weight(ctx, detail::f16_rounded(ctx, x), w);
+  if (!w.is_f16()) return detail::linear_ggml(ctx, contiguous(ctx, x), w);
+  return detail::linear_ggml(ctx, detail::f16_rounded(ctx, x), w);
 }
 
-// One left operand of several dot()s (q/k/v, gate/up): the f16 rounding pass runs once,
+// One left operand of several linear()s (q/k/v, gate/up): the f16 rounding pass runs once,
 // on the first f16 weight, instead of once per weight.
 template <TagName R, TagName C>
 class SharedInput {
  public:
   SharedInput(Context& ctx, const Tensor<R, C>& x) : ctx_(ctx), x_(x) {}
   template <TagName Out>
-  Tensor<R, Out> dot(const Weight<Out, C>& w) {
-    if (!w.is_f16()) return model::dot<C>(ctx_, x_, w);
+  Tensor<R, Out> linear(const Weight<Out, C>& w) {
+    if (!w.is_f16()) return model::linear<C>(ctx_, x_, w);
     detail::check_contracted(x_, w);
     if (!rounded_.defined()) rounded_ = detail::f16_rounded(ctx_, x_);
-    return detail::dot_ggml_weight(ctx_, rounded_, w);
+    return detail::linear_ggml(ctx_, rounded_, w);
   }
 
  private:

@@ -8,6 +8,7 @@
 // carry a min (x = d*q + m). Q8_1's `s` is d*sum(qs), used by the Q4_1/Q5_1 dot.
 #include <cstdint>
 
+#include "fucina/gguf/format.hpp"
 #include "fucina/quant/fp16.hpp"
 
 namespace fucina::quant {
@@ -18,21 +19,21 @@ struct BlockQ4_0 {
   f16_bits d;
   std::uint8_t qs[16];
 };
-static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_0) == gguf::type_size(gguf::GgmlType::Q4_0));
 
 struct BlockQ4_1 {
   f16_bits d;
   f16_bits m;
   std::uint8_t qs[16];
 };
-static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ4_1) == gguf::type_size(gguf::GgmlType::Q4_1));
 
 struct BlockQ5_0 {
   f16_bits d;
   std::uint8_t qh[4];
   std::uint8_t qs[16];
 };
-static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_0) == gguf::type_size(gguf::GgmlType::Q5_0));
 
 struct BlockQ5_1 {
   f16_bits d;
@@ -40,20 +41,20 @@ struct BlockQ5_1 {
   std::uint8_t qh[4];
   std::uint8_t qs[16];
 };
-static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ5_1) == gguf::type_size(gguf::GgmlType::Q5_1));
 
 struct BlockQ8_0 {
   f16_bits d;
   std::int8_t qs[32];
 };
-static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ8_0) == gguf::type_size(gguf::GgmlType::Q8_0));
 
 struct BlockQ8_1 {
   f16_bits d;
   f16_bits s;
   std::int8_t qs[32];
 };
-static_assert(sizeof(BlockQ8_1) == 36);
+static_assert(sizeof(BlockQ8_1) == gguf::type_size(gguf::GgmlType::Q8_1));
 
 // Reference encoders (ggml's quantize_row_*_ref; what llama-quantize writes). n % 32 == 0.
 void quantize_row_q4_0(const float* x, BlockQ4_0* y, std::int64_t n);

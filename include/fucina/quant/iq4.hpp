@@ -7,6 +7,7 @@
 // IQ4_XS sub-block ib has scale ((scales_l nibble) | (2 bits of scales_h) << 4) - 32.
 #include <cstdint>
 
+#include "fucina/gguf/format.hpp"
 #include "fucina/quant/fp16.hpp"
 
 namespace fucina::quant {
@@ -18,7 +19,7 @@ struct BlockIQ4_NL {
   f16_bits d;
   std::uint8_t qs[16];
 };
-static_assert(sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockIQ4_NL) == gguf::type_size(gguf::GgmlType::IQ4_NL));
 
 struct BlockIQ4_XS {
   f16_bits d;
@@ -26,7 +27,7 @@ struct BlockIQ4_XS {
   std::uint8_t scales_l[4];
   std::uint8_t qs[128];
 };
-static_assert(sizeof(BlockIQ4_XS) == 136);
+static_assert(sizeof(BlockIQ4_XS) == gguf::type_size(gguf::GgmlType::IQ4_XS));
 
 // What llama-quantize writes without an imatrix (ggml_quantize_chunk: 7 scale trials each
 // side). n % 32 == 0 (IQ4_NL) or n % 256 == 0 (IQ4_XS).

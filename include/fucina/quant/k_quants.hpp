@@ -8,6 +8,7 @@
 // that fold the mins into the dot products.
 #include <cstdint>
 
+#include "fucina/gguf/format.hpp"
 #include "fucina/quant/fp16.hpp"
 
 namespace fucina::quant {
@@ -20,7 +21,7 @@ struct BlockQ2_K {
   f16_bits d;
   f16_bits dmin;
 };
-static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ2_K) == gguf::type_size(gguf::GgmlType::Q2_K));
 
 struct BlockQ3_K {
   std::uint8_t hmask[32];
@@ -28,7 +29,7 @@ struct BlockQ3_K {
   std::uint8_t scales[12];
   f16_bits d;
 };
-static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockQ3_K) == gguf::type_size(gguf::GgmlType::Q3_K));
 
 struct BlockQ4_K {
   f16_bits d;
@@ -36,7 +37,7 @@ struct BlockQ4_K {
   std::uint8_t scales[12];
   std::uint8_t qs[128];
 };
-static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ4_K) == gguf::type_size(gguf::GgmlType::Q4_K));
 
 struct BlockQ5_K {
   f16_bits d;
@@ -45,7 +46,7 @@ struct BlockQ5_K {
   std::uint8_t qh[32];
   std::uint8_t qs[128];
 };
-static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockQ5_K) == gguf::type_size(gguf::GgmlType::Q5_K));
 
 struct BlockQ6_K {
   std::uint8_t ql[128];
@@ -53,14 +54,14 @@ struct BlockQ6_K {
   std::int8_t scales[16];
   f16_bits d;
 };
-static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ6_K) == gguf::type_size(gguf::GgmlType::Q6_K));
 
 struct BlockQ8_K {
   float d;
   std::int8_t qs[256];
   std::int16_t bsums[16];
 };
-static_assert(sizeof(BlockQ8_K) == 292);
+static_assert(sizeof(BlockQ8_K) == gguf::type_size(gguf::GgmlType::Q8_K));
 
 // Sub-block j (0..7) 6-bit scale and min of a Q4_K/Q5_K block.
 inline void unpack_scale_min_k4(int j, const std::uint8_t* q, std::uint8_t& sc, std::uint8_t& m) {

@@ -10,6 +10,7 @@
 // 128*g + 32*l + m at bits 2l of qs[32g + m], stored as t + 1.
 #include <cstdint>
 
+#include "fucina/gguf/format.hpp"
 #include "fucina/quant/fp16.hpp"
 
 namespace fucina::quant {
@@ -19,13 +20,13 @@ struct BlockTQ1_0 {
   std::uint8_t qh[4];
   f16_bits d;
 };
-static_assert(sizeof(BlockTQ1_0) == 54);
+static_assert(sizeof(BlockTQ1_0) == gguf::type_size(gguf::GgmlType::TQ1_0));
 
 struct BlockTQ2_0 {
   std::uint8_t qs[64];
   f16_bits d;
 };
-static_assert(sizeof(BlockTQ2_0) == 66);
+static_assert(sizeof(BlockTQ2_0) == gguf::type_size(gguf::GgmlType::TQ2_0));
 
 // Reference encoders (ggml's quantize_row_tq*_ref). n % 256 == 0.
 void quantize_row_tq1_0(const float* x, BlockTQ1_0* y, std::int64_t n);

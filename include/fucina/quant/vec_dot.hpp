@@ -1,7 +1,7 @@
 #pragma once
 // Dot products between a quantized weight row and a quantized activation row, in the
 // pairing ggml's CPU matmul uses: Q4_0/Q5_0/Q8_0/IQ4_NL x Q8_0, Q4_1/Q5_1 x Q8_1, and
-// Q2_K..Q6_K/IQ4_XS/TQ1_0/TQ2_0 x Q8_K (see TypeTraits::vec_dot_type).
+// Q2_K..Q6_K/IQ4_XS/TQ1_0/TQ2_0 x Q8_K (see CodecTraits::vec_dot_type).
 //
 // Note [Dot determinism]: each block's integer dot is exact (int32), and the float part is
 // fixed: block b contributes c_b = (float)isum * (d_w * d_a) (formats with mins subtract

@@ -7,13 +7,13 @@
 
 #include "fucina/core/error.hpp"
 #include "fucina/core/raw/strided.hpp"
+#include "fucina/kernels/arch.hpp"
 
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+#if FUCINA_ARCH_AVX512
 #include <immintrin.h>
 #endif
-#if !defined(FUCINA_SCALAR)
+#if FUCINA_ARCH_SIMD
 #include <xsimd/xsimd.hpp>
-#define FUCINA_ELEMENTWISE_SIMD 1
 #endif
 
 namespace fucina::raw {
@@ -23,7 +23,7 @@ namespace {
 // f32 -> f16, nearest even (what store_from_float<Half> does one element at a time).
 void f32_to_f16_run(const float* s, Half* d, std::int64_t n) {
   std::int64_t i = 0;
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+#if FUCINA_ARCH_AVX512
   for (; i + 16 <= n; i += 16)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i),
                         _mm512_cvtps_ph(_mm512_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
@@ -36,21 +36,21 @@ void f32_to_f16_run(const float* s, Half* d, std::int64_t n) {
 template <class V>
 V vmax(V a, V b) {
   if constexpr (std::is_same_v<V, float>) return std::max(a, b);
-#ifdef FUCINA_ELEMENTWISE_SIMD
+#if FUCINA_ARCH_SIMD
   else return xsimd::max(a, b);
 #endif
 }
 template <class V>
 V vmin(V a, V b) {
   if constexpr (std::is_same_v<V, float>) return std::min(a, b);
-#ifdef FUCINA_ELEMENTWISE_SIMD
+#if FUCINA_ARCH_SIMD
   else return xsimd::min(a, b);
 #endif
 }
 template <class V>
 V vselect_pos(V x, V a, V b) {  // x > 0 ? a : b
   if constexpr (std::is_same_v<V, float>) return x > 0.f ? a : b;
-#ifdef FUCINA_ELEMENTWISE_SIMD
+#if FUCINA_ARCH_SIMD
   else return xsimd::select(x > V(0.f), a, b);
 #endif
 }
@@ -58,7 +58,7 @@ V vselect_pos(V x, V a, V b) {  // x > 0 ? a : b
 template <class V>
 V apply_unary(UnaryOp op, V x, float p0, float p1) {
   using std::abs, std::exp, std::log, std::tanh, std::sqrt, std::erf, std::pow;
-#ifdef FUCINA_ELEMENTWISE_SIMD
+#if FUCINA_ARCH_SIMD
   using xsimd::abs, xsimd::exp, xsimd::log, xsimd::tanh, xsimd::sqrt, xsimd::erf, xsimd::pow;
 #endif
   const V one(1.f);
@@ -87,7 +87,7 @@ V apply_unary(UnaryOp op, V x, float p0, float p1) {
 template <class V>
 V apply_binary(BinaryOp op, V a, V b) {
   using std::pow;
-#ifdef FUCINA_ELEMENTWISE_SIMD
+#if FUCINA_ARCH_SIMD
   using xsimd::pow;
 #endif
   switch (op) {
@@ -153,7 +153,7 @@ void binary_reference(BinaryOp op, const float* a, const float* b, float* y, std
 
 void unary_contiguous(UnaryOp op, const float* x, float* y, std::int64_t n, float p0, float p1) {
   std::int64_t i = 0;
-#ifdef FUCINA_ELEMENTWISE_SIMD
+#if FUCINA_ARCH_SIMD
   using B = xsimd::batch<float>;
   constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
   for (; i + W <= n; i += W) apply_unary<B>(op, B::load_unaligned(x + i), p0, p1).store_unaligned(y + i);
@@ -163,7 +163,7 @@ void unary_contiguous(UnaryOp op, const float* x, float* y, std::int64_t n, floa
 
 void binary_contiguous(BinaryOp op, const float* a, const float* b, float* y, std::int64_t n) {
   std::int64_t i = 0;
-#ifdef FUCINA_ELEMENTWISE_SIMD
+#if FUCINA_ARCH_SIMD
   using B = xsimd::batch<float>;
   constexpr std::int64_t W = static_cast<std::int64_t>(B::size);
   for (; i + W <= n; i += W)
@@ -203,7 +203,7 @@ void binary(Context& ctx, BinaryOp op, const RawTensor& a, const RawTensor& b, R
       binary_contiguous(op, as + off[1], bs + off[2], ys + off[0], len);
       return;
     }
-#ifdef FUCINA_ELEMENTWISE_SIMD
+#if FUCINA_ARCH_SIMD
     if (st[0] == 1 && (st[1] == 1 || st[1] == 0) && (st[2] == 1 || st[2] == 0)) {
       using B = xsimd::batch<float>;
       constexpr std::int64_t W = static_cast<std::int64_t>(B::size);

@@ -251,8 +251,8 @@ void rope(Context& ctx, const RawTensor& x, int pos_axis, int dim_axis, std::spa
         const std::int64_t i1 = neox ? i + d / 2 : 2 * i + 1;
         const float c = cs[static_cast<std::size_t>(2 * i)], s = cs[static_cast<std::size_t>(2 * i + 1)];
         const float a = src[i0 * sxd], b = src[i1 * sxd];
-        dst[i0 * syd] = a * c - b * s;
-        dst[i1 * syd] = a * s + b * c;
+        dst[i0 * syd] = std::fma(a, c, -(b * s));  // Note [Rope arithmetic]
+        dst[i1 * syd] = std::fma(a, s, b * c);
       }
     });
   });

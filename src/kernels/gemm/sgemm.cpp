@@ -397,13 +397,13 @@ void sgemm_rows_arm(const GemmArgs& args, const RowSource& b, ThreadPool* pool) 
 
 // One instantiation per compiled micro-kernel arm (compiled_microkernel_arms).
 template void sgemm_arm<arch::scalar>(const GemmArgs&, ThreadPool*);
-#if !defined(FUCINA_SCALAR) && defined(__AVX2__) && defined(__FMA__)
+#if FUCINA_ARCH_AVX2
 template void sgemm_arm<arch::avx2>(const GemmArgs&, ThreadPool*);
 #endif
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+#if FUCINA_ARCH_AVX512
 template void sgemm_arm<arch::avx512>(const GemmArgs&, ThreadPool*);
 #endif
-#if !defined(FUCINA_SCALAR) && defined(__aarch64__) && defined(__ARM_NEON)
+#if FUCINA_ARCH_NEON
 template void sgemm_arm<arch::neon>(const GemmArgs&, ThreadPool*);
 #endif
 

@@ -59,6 +59,7 @@ enum class RopeMode { normal, neox };
 
 // Rotary position embedding: rotates pairs along Dim by angle positions[p]·base^(-2i/d)
 // where p indexes Pos. `normal` pairs adjacent elements (Llama), `neox` pairs halves.
+// llama.cpp's arithmetic bit for bit (Note [Rope arithmetic] in core/raw/reduce.hpp).
 template <TagName Pos, TagName Dim, FloatTensor X>
 X rope(Context& ctx, const X& x, std::span<const std::int32_t> positions, float base, RopeMode mode) {
   RawTensor out = ctx.empty(DType::f32, x.raw().rank, x.raw().shape);

@@ -25,6 +25,12 @@ void layer_norm(Context& ctx, const RawTensor& x, int axis, float eps, RawTensor
 
 // Rotary embedding: pairs along `dim_axis` rotated by positions[p] * base^(-2i/d) where p
 // is the index along `pos_axis`. neox pairs (i, i+d/2), otherwise (2i, 2i+1), as llama.cpp.
+// Note [Rope arithmetic]: ggml's, for bit parity with llama.cpp (a one-ulp f32 difference
+// can flip a later f16 rounding and move logits by ~1e-3): angles by repeated f32
+// multiplication; each output x0·c − x1·s, x0·s + x1·c with its first product fused (one
+// FMA, as GCC contracts ggml's C). The FMA is written out: GCC 12 fused the plain
+// expression for adjacent pairs anyway (-ffp-contract=off notwithstanding) but not for neox
+// pairs, so the plain form gave one rounding per mode and another per compiler.
 void rope(Context& ctx, const RawTensor& x, int pos_axis, int dim_axis, std::span<const std::int32_t> positions,
           float base, bool neox, RawTensor& out);
 

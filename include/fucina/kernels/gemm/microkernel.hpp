@@ -87,7 +87,7 @@ struct MicroKernel<arch::scalar> {
   }
 };
 
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+#if FUCINA_ARCH_AVX512
 // 14 x 32: 28 zmm accumulators + 2 B vectors + 1 broadcast of 32 registers.
 template <>
 struct MicroKernel<arch::avx512> {
@@ -100,7 +100,7 @@ struct MicroKernel<arch::avx512> {
 };
 #endif
 
-#if !defined(FUCINA_SCALAR) && defined(__AVX2__) && defined(__FMA__)
+#if FUCINA_ARCH_AVX2
 // 6 x 16: 12 ymm accumulators + 2 B vectors + 1 broadcast of 16 registers.
 template <>
 struct MicroKernel<arch::avx2> {
@@ -113,7 +113,7 @@ struct MicroKernel<arch::avx2> {
 };
 #endif
 
-#if !defined(FUCINA_SCALAR) && defined(__aarch64__) && defined(__ARM_NEON)
+#if FUCINA_ARCH_NEON
 // 8 x 12: 24 q-register accumulators + 3 B vectors of 32 registers.
 template <>
 struct MicroKernel<arch::neon> {
@@ -129,13 +129,13 @@ struct MicroKernel<arch::neon> {
 // Every distinct micro-kernel arm compiled into this build (for tests and benchmarks).
 using compiled_microkernel_arms = arch::ArchList<
     arch::scalar
-#if !defined(FUCINA_SCALAR) && defined(__AVX2__) && defined(__FMA__)
+#if FUCINA_ARCH_AVX2
     , arch::avx2
 #endif
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+#if FUCINA_ARCH_AVX512
     , arch::avx512
 #endif
-#if !defined(FUCINA_SCALAR) && defined(__aarch64__) && defined(__ARM_NEON)
+#if FUCINA_ARCH_NEON
     , arch::neon
 #endif
     >;

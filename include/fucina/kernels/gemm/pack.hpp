@@ -6,13 +6,15 @@
 #include <cstdint>
 #include <cstring>
 
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+#include "fucina/kernels/arch.hpp"
+
+#if FUCINA_ARCH_AVX512
 #include <immintrin.h>
 #endif
 
 namespace fucina::kernels::gemm {
 
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+#if FUCINA_ARCH_AVX512
 // Reads `rows` (<= 16) rows of 16 floats at src + r * ld (missing rows read as 0) and writes
 // column q of that 16x16 block to dst + q * ld_dst, lanes selected by `mask`.
 inline void transpose16x16(const float* src, std::int64_t ld, int rows, float* dst,
@@ -46,7 +48,7 @@ inline void transpose16x16(const float* src, std::int64_t ld, int rows, float* d
 template <int W>
 inline void pack_transposed(const float* src, std::int64_t ld, std::int64_t kb, float* dst) noexcept {
   std::int64_t p = 0;
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+#if FUCINA_ARCH_AVX512
   if constexpr (W % 16 == 0 || W == 14) {
     constexpr int chunks = (W + 15) / 16;
     for (; p + 16 <= kb; p += 16)

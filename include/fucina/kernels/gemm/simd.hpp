@@ -8,10 +8,10 @@
 
 #include "fucina/kernels/arch.hpp"
 
-#if !defined(FUCINA_SCALAR) && (defined(__AVX2__) || defined(__AVX512F__))
+#if FUCINA_ARCH_AVX2
 #include <immintrin.h>
 #endif
-#if !defined(FUCINA_SCALAR) && defined(__aarch64__) && defined(__ARM_NEON)
+#if FUCINA_ARCH_NEON
 #include <arm_neon.h>
 #endif
 
@@ -20,13 +20,13 @@ namespace fucina::kernels::gemm {
 // The f32 SIMD arm used for an arch tag: resolves through tag inheritance, so
 // avx512vnni -> avx512, avxvnni -> avx2. Only declared; used in decltype.
 arch::scalar simd_arm(arch::scalar);
-#if !defined(FUCINA_SCALAR) && defined(__AVX2__) && defined(__FMA__)
+#if FUCINA_ARCH_AVX2
 arch::avx2 simd_arm(arch::avx2);
 #endif
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+#if FUCINA_ARCH_AVX512
 arch::avx512 simd_arm(arch::avx512);
 #endif
-#if !defined(FUCINA_SCALAR) && defined(__aarch64__) && defined(__ARM_NEON)
+#if FUCINA_ARCH_NEON
 arch::neon simd_arm(arch::neon);
 #endif
 
@@ -58,7 +58,7 @@ struct Vec<arch::scalar> {
   static float reduce(batch a) noexcept { return a.v; }
 };
 
-#if !defined(FUCINA_SCALAR) && defined(__AVX512F__)
+#if FUCINA_ARCH_AVX512
 template <>
 struct Vec<arch::avx512> {
   using batch = xsimd::batch<float, xsimd::avx512f>;
@@ -69,7 +69,7 @@ struct Vec<arch::avx512> {
   static float reduce(batch a) noexcept { return xsimd::hadd(a); }
 };
 #endif
-#if !defined(FUCINA_SCALAR) && defined(__AVX2__) && defined(__FMA__)
+#if FUCINA_ARCH_AVX2
 template <>
 struct Vec<arch::avx2> {
   using batch = xsimd::batch<float, xsimd::fma3<xsimd::avx2>>;
@@ -80,7 +80,7 @@ struct Vec<arch::avx2> {
   static float reduce(batch a) noexcept { return xsimd::hadd(a); }
 };
 #endif
-#if !defined(FUCINA_SCALAR) && defined(__aarch64__) && defined(__ARM_NEON)
+#if FUCINA_ARCH_NEON
 template <>
 struct Vec<arch::neon> {
   using batch = xsimd::batch<float, xsimd::neon64>;
