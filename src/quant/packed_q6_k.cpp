@@ -128,7 +128,6 @@ void kernel_scalar_q6_K(const PackedMatrix& w, std::int64_t g0, std::int64_t g1,
 // the cache's long-lived ways measured +3-5% decode over prefetcht0 (in-process A/B, Qwen3
 // and Llama-1B Q4_K_M; the legacy formats' T0 hint measured the same either way).
 inline void prefetch(const std::byte* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_NTA); }
-inline __m128i load128(const std::byte* p) { return _mm_load_si128(reinterpret_cast<const __m128i*>(p)); }
 inline __m256i load256(const std::byte* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
 
 // isum + lo * sl + hi * sh (int32 lanes).
