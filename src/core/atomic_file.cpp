@@ -37,7 +37,8 @@ std::filesystem::path temp_name(const std::filesystem::path& target, unsigned at
   const auto ticks = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
   const std::string tag = fmt::format("{:x}{:x}{:x}", static_cast<unsigned>(::getpid()),
                                       counter.fetch_add(1, std::memory_order_relaxed) + attempt, ticks & 0xffffff);
-  return parent_dir(target) / fmt::format(".{}.{}.tmp", target.filename().string(), tag);
+  const std::string name = target.filename().string().substr(0, 200);  // room for the tag in NAME_MAX
+  return parent_dir(target) / fmt::format(".{}.{}.tmp", name, tag);
 }
 
 void write_all(int fd, const std::byte* p, std::size_t n, const std::filesystem::path& out) {
