@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages Fucina builds and tests with. Idempotent.
 set -euo pipefail
-PKGS=(build-essential cmake ninja-build pkg-config clang
+# clang + libclang-rt-14-dev: the clang build and libFuzzer (the fuzz preset).
+PKGS=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
       libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
       libxsimd-dev libcpp-httplib-dev libpcre2-dev libopenblas-dev)
 missing=()

@@ -1,6 +1,11 @@
 #include "fucina/core/thread_pool.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <system_error>
+
+#include "fucina/core/error.hpp"
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
@@ -29,13 +34,26 @@ ThreadPool::ThreadPool(int n_threads) {
   // Each worker starts from the generation seen here, not from whatever it reads once
   // scheduled: a dispatch (or the destructor) may bump it before the thread first runs.
   const std::uint32_t gen = generation_.load(std::memory_order_relaxed);
-  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, gen] { worker_loop(gen); });
+  for (int i = 1; i < n_threads; ++i) {
+    try {
+      workers_.emplace_back([this, gen] { worker_loop(gen); });
+    } catch (const std::system_error& e) {
+      // The OS refused a thread (process or memory limits): stop the ones that started,
+      // or they would wait forever on a condition variable this object is about to destroy.
+      stop_workers();
+      fail(ErrorCode::Io, fmt::format("[thread_pool] cannot start worker thread {} of {}: {} (use fewer threads)", i,
+                                      n_threads - 1, e.what()));
+    }
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() noexcept {
   stop_.store(true, std::memory_order_release);
   publish();
   for (auto& t : workers_) t.join();
+  workers_.clear();
 }
 
 // Bumps the generation under the park mutex so a worker between its predicate check

@@ -11,11 +11,6 @@
 
 namespace fucina::gguf {
 
-namespace {
-
-using detail::load;
-
-// Keys and names come from the file: cut and neutralize them before they reach a message.
 std::string printable(std::string_view s) {
   std::string out;
   for (std::size_t i = 0; i < s.size() && i < 80; ++i) {
@@ -25,6 +20,10 @@ std::string printable(std::string_view s) {
   if (s.size() > 80) out += "...";
   return out;
 }
+
+namespace {
+
+using detail::load;
 
 class Cursor {
  public:

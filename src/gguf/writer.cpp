@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <cstring>
 #include <limits>
 
 namespace fucina::gguf {
@@ -174,10 +172,9 @@ StreamWriter::StreamWriter(const Writer& layout, ByteSink sink) : alignment_(lay
   start(layout);
 }
 
-StreamWriter::StreamWriter(const Writer& layout, const std::filesystem::path& path)
-    : alignment_(layout.alignment()), path_(path.string()) {
-  file_.reset(std::fopen(path_.c_str(), "wb"));
-  FUCINA_CHECK(file_, Io, "[gguf] cannot create '{}': {}", path_, std::strerror(errno));
+StreamWriter::StreamWriter(const Writer& layout, const std::filesystem::path& path,
+                           std::span<const std::filesystem::path> inputs)
+    : alignment_(layout.alignment()), file_(std::make_unique<AtomicFile>(path, inputs)) {
   start(layout);
 }
 
@@ -192,8 +189,7 @@ void StreamWriter::start(const Writer& layout) {
 void StreamWriter::emit(Bytes b) {
   if (b.empty()) return;
   if (file_) {
-    FUCINA_CHECK(std::fwrite(b.data(), 1, b.size(), file_.get()) == b.size(), Io, "[gguf] write to '{}' failed: {}", path_,
-                 std::strerror(errno));
+    file_->write(b);
   } else if (sink_) {
     sink_(b);
   }
@@ -255,12 +251,7 @@ void StreamWriter::finish() {
                "[gguf] finish() with tensor '{}' ({} of {}) incomplete: {} of {} bytes written", tensors_[current_].name,
                current_, tensors_.size(), in_tensor_, tensors_[current_].size);
   finished_ = true;
-  if (file_) {
-    const bool ok = std::fflush(file_.get()) == 0;
-    const int err = errno;
-    const bool closed = std::fclose(file_.release()) == 0;
-    FUCINA_CHECK(ok && closed, Io, "[gguf] cannot finish writing '{}': {}", path_, std::strerror(err));
-  }
+  if (file_) file_->commit();
 }
 
 }  // namespace fucina::gguf

@@ -48,7 +48,8 @@ ModelConfig read_config(const gguf::Reader& file) {
   else if (arch == "qwen3moe") c.arch = Arch::qwen3moe;
   else
     fail(ErrorCode::Unsupported,
-         fmt::format("[model] architecture '{}' is not supported (supported: llama, qwen3, qwen3moe)", arch));
+         fmt::format("[model] architecture '{}' is not supported (supported: llama, qwen3, qwen3moe)",
+                     gguf::printable(arch)));
   if (file.contains("general.name")) c.name = std::string(file.get_string("general.name"));
   const Keys k{file, arch};
   c.n_embd = k.req_int("embedding_length");
@@ -59,6 +60,11 @@ ModelConfig read_config(const gguf::Reader& file) {
   FUCINA_CHECK(c.n_embd > 0 && c.n_layer > 0 && c.n_head > 0 && c.n_head_kv > 0 && c.n_ctx_train > 0, InvalidFile,
                "[model] non-positive size in metadata (embd {}, layers {}, heads {}/{}, ctx {})", c.n_embd, c.n_layer,
                c.n_head, c.n_head_kv, c.n_ctx_train);
+  // Every layer has its own tensors: a block_count the file cannot back is a broken file,
+  // refused before anything is sized by it.
+  FUCINA_CHECK(static_cast<std::uint64_t>(c.n_layer) <= file.tensors().size(), InvalidFile,
+               "[model] block_count {} is more layers than the file's {} tensors can hold", c.n_layer,
+               file.tensors().size());
   FUCINA_CHECK(c.n_head % c.n_head_kv == 0, InvalidFile, "[model] head_count {} is not a multiple of head_count_kv {}",
                c.n_head, c.n_head_kv);
   c.head_dim = k.opt_int("attention.key_length", c.n_embd / c.n_head);

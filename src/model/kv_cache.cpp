@@ -1,12 +1,34 @@
 #include "fucina/model/kv_cache.hpp"
 
+#include <unistd.h>
+
 #include "fucina/core/raw/elementwise.hpp"
 
 namespace fucina::model {
 
+namespace {
+
+double physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+}
+
+}  // namespace
+
 KvCache::KvCache(Context& ctx, const ModelConfig& c, std::int64_t n_ctx, DType dtype) : n_ctx_(n_ctx), dtype_(dtype) {
   FUCINA_CHECK(n_ctx > 0, InvalidArgument, "[kv_cache] context length must be positive, got {}", n_ctx);
   FUCINA_CHECK(dtype == DType::f16 || dtype == DType::f32, InvalidArgument, "[kv_cache] cache type must be f16 or f32");
+  // Sized before anything is allocated, so a context the machine cannot hold is reported as
+  // such rather than as a bare std::bad_alloc.
+  const double bytes = 2.0 * static_cast<double>(c.n_layer) * static_cast<double>(n_ctx) *
+                       static_cast<double>(c.n_head_kv) * static_cast<double>(c.head_dim) *
+                       static_cast<double>(dtype_size(dtype));
+  const double ram = physical_memory_bytes();
+  constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+  FUCINA_CHECK(ram == 0.0 || bytes <= ram, InvalidArgument,
+               "[kv_cache] a {}-token context needs {:.1f} GiB of KV cache, more than this machine's {:.1f} GiB of "
+               "memory (lower --ctx)",
+               n_ctx, bytes / gib, ram / gib);
   const Dims shape{n_ctx, c.n_head_kv, c.head_dim};
   for (std::int64_t l = 0; l < c.n_layer; ++l) {
     k_.push_back(ctx.empty(dtype, 3, shape));

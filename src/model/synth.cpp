@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "fucina/core/atomic_file.hpp"
 #include "fucina/core/error.hpp"
 #include "fucina/core/fast_math.hpp"
 #include "fucina/core/half.hpp"
@@ -214,29 +215,23 @@ void stream_tensors(const gguf::Writer& layout, const std::vector<Plan>& plans, 
                     const std::filesystem::path& out, ThreadPool& pool) {
   constexpr std::int64_t chunk = std::int64_t{1} << 22;
   std::vector<std::byte> buf;
-  std::optional<gguf::StreamWriter> sw(std::in_place, layout, out);
-  try {
-    for (std::size_t t = 0; t < plans.size(); ++t) {
-      const Plan& p = plans[t];
-      const std::uint64_t stream = rng::bits(seed, t);
-      const std::size_t eb = element_bytes(p.type);
-      const std::int64_t n = p.n_elements();
-      for (std::int64_t c0 = 0; c0 < n; c0 += chunk) {
-        const std::int64_t c1 = std::min(n, c0 + chunk);
-        buf.resize(static_cast<std::size_t>(c1 - c0) * eb);
-        pool.parallel_range(c1 - c0, 4096, [&](std::int64_t b, std::int64_t e) {
-          fill(p, stream, c0 + b, c0 + e, buf.data() + static_cast<std::size_t>(b) * eb);
-        });
-        sw->write(gguf::Bytes(buf.data(), buf.size()));
-      }
+  // Written next to `out` and renamed over it once complete: a failure leaves `out` as it was.
+  gguf::StreamWriter sw(layout, out);
+  for (std::size_t t = 0; t < plans.size(); ++t) {
+    const Plan& p = plans[t];
+    const std::uint64_t stream = rng::bits(seed, t);
+    const std::size_t eb = element_bytes(p.type);
+    const std::int64_t n = p.n_elements();
+    for (std::int64_t c0 = 0; c0 < n; c0 += chunk) {
+      const std::int64_t c1 = std::min(n, c0 + chunk);
+      buf.resize(static_cast<std::size_t>(c1 - c0) * eb);
+      pool.parallel_range(c1 - c0, 4096, [&](std::int64_t b, std::int64_t e) {
+        fill(p, stream, c0 + b, c0 + e, buf.data() + static_cast<std::size_t>(b) * eb);
+      });
+      sw.write(gguf::Bytes(buf.data(), buf.size()));
     }
-    sw->finish();
-  } catch (...) {  // the file is ours (opened and truncated): leave no half model behind
-    sw.reset();
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(out, ec)) std::filesystem::remove(out, ec);  // never a device
-    throw;
   }
+  sw.finish();
 }
 
 }  // namespace
@@ -304,6 +299,7 @@ void write_synthetic_model(const std::filesystem::path& out, const SynthSpec& sp
 
 void write_synthetic_model(const std::filesystem::path& out, const SynthSpec& s, ThreadPool& pool) {
   check_synth_spec(s);
+  check_output_path(out);
   const std::int64_t hd = synth_head_dim(s);
   const std::string& a = s.arch;
   auto key = [&](std::string_view k) { return fmt::format("{}.{}", a, k); };

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <system_error>
 
+#include "fucina/core/atomic_file.hpp"
 #include "fucina/core/error.hpp"
 #include "fucina/optim/param.hpp"
 
@@ -202,18 +203,7 @@ StateDict StateDict::from_bytes(std::span<const std::uint8_t> bytes) {
 
 void StateDict::save(const std::filesystem::path& path) const {
   const auto bytes = to_bytes();
-  auto tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    FUCINA_CHECK(f.good(), Io, "[StateDict] cannot open '{}' for writing", tmp.string());
-    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    f.flush();
-    FUCINA_CHECK(f.good(), Io, "[StateDict] write to '{}' failed", tmp.string());
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  FUCINA_CHECK(!ec, Io, "[StateDict] cannot rename '{}' to '{}': {}", tmp.string(), path.string(), ec.message());
+  write_file_atomic(path, std::as_bytes(std::span(bytes)));
 }
 
 StateDict StateDict::load(const std::filesystem::path& path) {

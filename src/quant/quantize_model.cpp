@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fucina/core/atomic_file.hpp"
 #include "fucina/core/error.hpp"
 #include "fucina/core/thread_pool.hpp"
 #include "fucina/quant/traits.hpp"
@@ -204,10 +205,14 @@ std::int64_t first_int(const gguf::Reader& r, const std::string& key, std::int64
 ModelInfo model_info(const gguf::Reader& r) {
   ModelInfo m;
   m.arch = std::string(r.get_string("general.architecture"));
-  m.n_layer = static_cast<int>(r.get_int(m.arch + ".block_count"));
-  FUCINA_CHECK(m.n_layer > 0 && m.n_layer <= 512, InvalidFile, "[quantize] {}.block_count {} out of range", m.arch,
-               m.n_layer);
-  m.n_expert = static_cast<int>(first_int(r, m.arch + ".expert_count", 0));
+  const std::int64_t n_layer = r.get_int(m.arch + ".block_count");  // u32 in the file: never cut to int first
+  FUCINA_CHECK(n_layer > 0 && n_layer <= 512, InvalidFile, "[quantize] {}.block_count {} out of range (1..512)",
+               gguf::printable(m.arch), n_layer);
+  m.n_layer = static_cast<int>(n_layer);
+  const std::int64_t n_expert = first_int(r, m.arch + ".expert_count", 0);
+  FUCINA_CHECK(n_expert >= 0 && n_expert <= 65536, InvalidFile, "[quantize] {}.expert_count {} out of range (0..65536)",
+               gguf::printable(m.arch), n_expert);
+  m.n_expert = static_cast<int>(n_expert);
   const std::int64_t n_head = first_int(r, m.arch + ".attention.head_count", 0);
   const std::int64_t n_head_kv = first_int(r, m.arch + ".attention.head_count_kv", n_head);
   m.n_gqa = n_head_kv == 0 ? 0 : static_cast<int>(n_head / n_head_kv);
@@ -601,19 +606,12 @@ QuantizeStats quantize_model(const gguf::Reader& input, const QuantizeOptions& o
 
 QuantizeStats quantize_model(const std::filesystem::path& in, const std::filesystem::path& out,
                              const QuantizeOptions& options, const ProgressFn& progress) {
+  check_output_path(out, {in});  // before the input is read
   const gguf::Reader r = gguf::Reader::open(in);
-  std::error_code ec;
-  // Truncating the input while it is mapped would corrupt both.
-  FUCINA_CHECK(!std::filesystem::equivalent(in, out, ec), InvalidArgument,
-               "[quantize] output {} is the input file", out.string());
   ModelQuantizer q(r, options, progress, /*release_input=*/true);
-  try {
-    gguf::StreamWriter w(output_layout(r, q.plan()), out);
-    return q.run(w);
-  } catch (...) {
-    std::filesystem::remove(out, ec);  // no half-written model left behind
-    throw;
-  }
+  // Written next to `out` and renamed over it once complete: a failure leaves `out` as it was.
+  gguf::StreamWriter w(output_layout(r, q.plan()), out, std::span(&in, 1));
+  return q.run(w);
 }
 
 }  // namespace fucina::quant

@@ -10,8 +10,11 @@
 namespace fucina::sample {
 
 void validate(const SamplerConfig& c) {
-  FUCINA_CHECK(std::isfinite(c.temperature), InvalidArgument, "[sampler] temperature must be finite");
-  FUCINA_CHECK(c.top_p > 0.f, InvalidArgument, "[sampler] top-p {} must be positive (>= 1 turns it off)", c.top_p);
+  FUCINA_CHECK(std::isfinite(c.temperature) && c.temperature >= 0.f, InvalidArgument,
+               "[sampler] temperature {} must be >= 0 (0 is greedy)", c.temperature);
+  FUCINA_CHECK(c.top_k >= 0, InvalidArgument, "[sampler] top-k {} must be >= 0 (0 turns it off)", c.top_k);
+  FUCINA_CHECK(c.top_p > 0.f && c.top_p <= 1.f, InvalidArgument, "[sampler] top-p {} must be in (0, 1] (1 turns it off)",
+               c.top_p);
   FUCINA_CHECK(c.min_p >= 0.f && c.min_p <= 1.f, InvalidArgument, "[sampler] min-p {} must be in [0, 1]", c.min_p);
   FUCINA_CHECK(c.repeat_penalty > 0.f && std::isfinite(c.repeat_penalty), InvalidArgument,
                "[sampler] repeat penalty {} must be positive", c.repeat_penalty);

@@ -7,11 +7,14 @@ namespace fucina::tokenizer {
 
 namespace {
 
-std::optional<TokenId> opt_id(const gguf::Reader& f, std::string_view key) {
+// A special token id: absent or negative means none (the model default applies). An id past
+// the vocabulary is refused (llama.cpp warns and uses the default, which hides a broken file).
+std::optional<TokenId> opt_id(const gguf::Reader& f, std::string_view key, std::size_t n_tokens) {
   if (!f.contains(key)) return std::nullopt;
   const std::int64_t v = f.get_int(key);
-  // Out-of-range ids fall back to the model default, as in llama.cpp.
-  if (v < 0 || v > INT32_MAX) return std::nullopt;
+  if (v < 0) return std::nullopt;
+  FUCINA_CHECK(static_cast<std::uint64_t>(v) < n_tokens, InvalidFile,
+               "[tokenizer] {} = {} is outside the vocabulary of {} tokens", key, v, n_tokens);
   return static_cast<TokenId>(v);
 }
 
@@ -50,14 +53,15 @@ TokenizerData load_tokenizer_data(const gguf::Reader& f) {
                  d.token_types.size(), d.tokens.size());
   }
   if (f.contains("tokenizer.ggml.merges")) d.merges = string_array(f, "tokenizer.ggml.merges");
-  d.bos_id = opt_id(f, "tokenizer.ggml.bos_token_id");
-  d.eos_id = opt_id(f, "tokenizer.ggml.eos_token_id");
-  d.unk_id = opt_id(f, "tokenizer.ggml.unknown_token_id");
-  d.sep_id = opt_id(f, "tokenizer.ggml.seperator_token_id");  // sic, the GGUF key name
-  d.pad_id = opt_id(f, "tokenizer.ggml.padding_token_id");
-  d.mask_id = opt_id(f, "tokenizer.ggml.mask_token_id");
-  d.eot_id = opt_id(f, "tokenizer.ggml.eot_token_id");
-  d.eom_id = opt_id(f, "tokenizer.ggml.eom_token_id");
+  const std::size_t n = d.tokens.size();
+  d.bos_id = opt_id(f, "tokenizer.ggml.bos_token_id", n);
+  d.eos_id = opt_id(f, "tokenizer.ggml.eos_token_id", n);
+  d.unk_id = opt_id(f, "tokenizer.ggml.unknown_token_id", n);
+  d.sep_id = opt_id(f, "tokenizer.ggml.seperator_token_id", n);  // sic, the GGUF key name
+  d.pad_id = opt_id(f, "tokenizer.ggml.padding_token_id", n);
+  d.mask_id = opt_id(f, "tokenizer.ggml.mask_token_id", n);
+  d.eot_id = opt_id(f, "tokenizer.ggml.eot_token_id", n);
+  d.eom_id = opt_id(f, "tokenizer.ggml.eom_token_id", n);
   d.add_bos = opt_bool(f, "tokenizer.ggml.add_bos_token");
   d.add_eos = opt_bool(f, "tokenizer.ggml.add_eos_token");
   d.add_space_prefix = opt_bool(f, "tokenizer.ggml.add_space_prefix");

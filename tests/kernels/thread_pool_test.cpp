@@ -1,17 +1,35 @@
 // ThreadPool: every task runs exactly once, exceptions propagate, nesting and back-to-back
-// dispatches work.
+// dispatches work, a thread the OS refuses is a clear error rather than a hang.
 #include "fucina/core/thread_pool.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <csignal>
+#include <fstream>
+#include <string>
 #include <cstdint>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "fucina/core/error.hpp"
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define FUCINA_TEST_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define FUCINA_TEST_SANITIZED 1
+#endif
 
 namespace fucina {
 namespace {
@@ -141,6 +159,47 @@ TEST(ThreadPool, ConcurrentCallersFromTwoThreads) {
   work();
   t.join();
   EXPECT_EQ(sum.load(), 2 * 200 * 45);
+}
+
+// In a child whose address space leaves room for only a few thread stacks (RLIMIT_AS; as
+// root RLIMIT_NPROC is not enforced), a 64-thread pool must throw fucina::Error naming the
+// failed start after joining the workers it started. It used to wait forever in
+// pthread_cond_destroy; a child still alive after a minute counts as that hang.
+TEST(ThreadPool, RefusedThreadIsAnErrorNotAHang) {
+#ifdef FUCINA_TEST_SANITIZED
+  GTEST_SKIP() << "sanitizers reserve more address space than RLIMIT_AS leaves";
+#else
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    const rlim_t room = static_cast<rlim_t>(pages) * static_cast<rlim_t>(::sysconf(_SC_PAGE_SIZE)) + (48u << 20);
+    const rlimit lim{room, room};
+    if (pages == 0 || ::setrlimit(RLIMIT_AS, &lim) != 0) ::_exit(3);
+    try {
+      ThreadPool pool(64);
+    } catch (const Error& e) {
+      ::_exit(std::string(e.what()).find("cannot start worker thread") != std::string::npos ? 0 : 4);
+    } catch (...) {
+      ::_exit(5);
+    }
+    ::_exit(6);  // every thread started: the limit did not bite
+  }
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 600 && done == 0; ++i) {
+    done = ::waitpid(pid, &status, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (done == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "the pool hung after a refused thread";
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << "child died: " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "3: setup, 4: wrong message, 5: not a fucina::Error, 6: no failure";
+#endif
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fucina/gguf/reader.hpp"
+#include "fucina/gguf/writer.hpp"
 #include "fucina/model/synth.hpp"
 #include "fucina/tokenizer/chat_template.hpp"
 #include "support/run_cli.hpp"
@@ -126,6 +128,65 @@ TEST_F(RunCli, BenchBadFlags) {
   expect_one_line_error(run("bench " + model() + " -o xml"), 2, "xml");
   expect_one_line_error(run("bench " + model() + " -p 1,x"), 2, "x");
   expect_one_line_error(run("bench"), 2, "no model");
+}
+
+// Sampler options outside their range are refused, not clamped (as --min-p 5 always was).
+TEST_F(RunCli, OutOfRangeSamplerOptionsAreRefused) {
+  for (const char* flag : {"--temp -1", "--top-p 2", "--top-p 0", "--top-k -5", "--min-p 5"}) {
+    const CliResult r = run("run " + model() + " -p hi -n 1 " + flag);
+    expect_one_line_error(r, 1, "[sampler]");
+  }
+}
+
+// Text inputs are bounded and a directory is named as one; neither reads without limit.
+TEST_F(RunCli, PromptFilesAreBoundedAndDirectoriesRefused) {
+  expect_one_line_error(run("run " + model() + " -f /dev/zero -n 1"), 1, "larger than 64 MiB");
+  expect_one_line_error(run(fmt::format("run {} -f '{}' -n 1", model(), dir_.string())), 1, "is a directory");
+  expect_one_line_error(run("tokenize " + model() + " -f /dev/zero"), 1, "larger than 64 MiB");
+  expect_one_line_error(run("tokenize " + model() + " --stdin < /dev/zero"), 1, "standard input is larger");
+}
+
+// A context the machine cannot hold says so (it was a bare std::bad_alloc).
+TEST_F(RunCli, HugeContextNamesWhatIsTooLarge) {
+  expect_one_line_error(run("run " + model() + " -p hi -n 1 -c 1000000000"), 1, "1000000000-token context needs");
+}
+
+// -t far above the cores is capped with a warning (1000 threads used to hang under ulimit -v).
+TEST_F(RunCli, ThreadsAboveTheCapWarnAndRun) {
+  const CliResult r = run("run " + model() + " -p hi -n 2 --temp 0 -t 100000");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("warning: -t 100000 is more than 4x"), std::string::npos) << r.output;
+}
+
+// --dump-logits to something that is not a regular file is refused before the model loads.
+TEST_F(RunCli, DumpLogitsRefusesADirectoryAndKeepsIt) {
+  std::filesystem::create_directories(dir_ / "logits_dir");
+  expect_one_line_error(run(fmt::format("run {} -p hi -n 1 --dump-logits '{}'", model(), (dir_ / "logits_dir").string())), 1,
+                        "is a directory");
+  EXPECT_TRUE(std::filesystem::is_directory(dir_ / "logits_dir"));
+  expect_one_line_error(run(fmt::format("run {} -p hi -n 1 --dump-logits {}", model(), model())), 1, "is the input file");
+}
+
+// Hostile metadata in an otherwise valid model: one clear line each, values printed as the
+// file holds them (u32 unsigned), a NUL in a string shown rather than cutting the message.
+TEST_F(RunCli, HostileMetadataIsOneClearLine) {
+  const auto variant = [](const std::string& name, const std::function<void(fucina::gguf::Writer&)>& edit) {
+    const auto src = fucina::gguf::Reader::open(dir_ / "m.gguf");
+    fucina::gguf::Writer w = fucina::gguf::Writer::from_reader(src);
+    edit(w);
+    w.write_file(dir_ / name);
+    return fmt::format("'{}'", (dir_ / name).string());
+  };
+  const auto layers = variant("layers.gguf", [](auto& w) { w.set_u32("qwen3.block_count", 0xffffffffu); });
+  expect_one_line_error(run("run " + layers + " -p hi -n 1"), 1, "block_count 4294967295");
+  expect_one_line_error(run("quantize " + layers + fmt::format(" '{}' Q8_0", (dir_ / "q.gguf").string())), 1,
+                        "block_count 4294967295");
+  const auto ctx = variant("ctx.gguf", [](auto& w) { w.set_u32("qwen3.context_length", 0xffffffffu); });
+  expect_one_line_error(run("run " + ctx + " -p hi -n 1"), 1, "4294967295-token context needs");
+  const auto arch = variant("arch.gguf", [](auto& w) { w.set_string("general.architecture", std::string("qw\0en3", 6)); });
+  expect_one_line_error(run("run " + arch + " -p hi -n 1"), 1, "architecture 'qw?en3' is not supported");
+  const auto bos = variant("bos.gguf", [](auto& w) { w.set_u32("tokenizer.ggml.bos_token_id", 99999); });
+  expect_one_line_error(run("run " + bos + " -p hi -n 1"), 1, "bos_token_id = 99999 is outside the vocabulary");
 }
 
 }  // namespace

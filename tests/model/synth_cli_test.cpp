@@ -112,4 +112,14 @@ TEST_F(SynthCli, HelpAndRunWithoutModelPointToSynth) {
   EXPECT_NE(r.output.find("fucina synth"), std::string::npos) << r.output;
 }
 
+// An output that exists and is not a regular file is refused before any work, and kept.
+TEST_F(SynthCli, RefusesADirectoryOutputAndKeepsIt) {
+  std::filesystem::create_directory(dir_ / "d");
+  const CliResult r = fucina("synth " + path("d") + " --arch qwen3");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << r.output;
+  EXPECT_NE(r.output.find("is a directory"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::filesystem::is_directory(dir_ / "d"));
+}
+
 }  // namespace

@@ -111,6 +111,15 @@ TEST(Sampler, RejectsBadOptions) {
   c.min_p = 2.f;
   EXPECT_THROW(Sampler{c}, fucina::Error);
   c = SamplerConfig{};
+  c.top_p = 2.f;  // out of range is refused, not clamped
+  EXPECT_THROW(Sampler{c}, fucina::Error);
+  c = SamplerConfig{};
+  c.temperature = -1.f;
+  EXPECT_THROW(Sampler{c}, fucina::Error);
+  c = SamplerConfig{};
+  c.top_k = -5;
+  EXPECT_THROW(Sampler{c}, fucina::Error);
+  c = SamplerConfig{};
   c.repeat_penalty = 0.f;
   EXPECT_THROW(Sampler{c}, fucina::Error);
 }

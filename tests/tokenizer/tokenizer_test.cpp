@@ -392,6 +392,15 @@ TEST(LoadGguf, ReadsTokenizerKeys) {
   EXPECT_EQ(tok.encode("abc"), (Ids{265, 264}));  // add_bos=false from the file
   EXPECT_EQ(tok.chat_template(), "{{ messages }}");
 
+  // A special id past the vocabulary is a broken file, not silently replaced.
+  w.set_u32("tokenizer.ggml.bos_token_id", static_cast<std::uint32_t>(src.tokens.size()));
+  try {
+    (void)load_tokenizer_data(gguf::Reader::parse(w.to_bytes()));
+    ADD_FAILURE() << "an out-of-vocabulary BOS id was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bos_token_id"), std::string::npos) << e.what();
+  }
+
   gguf::Writer bad;
   bad.set_string("tokenizer.ggml.model", "llama");
   EXPECT_THROW(load_tokenizer_data(gguf::Reader::parse(bad.to_bytes())), Error);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "command.hpp"
+#include "fucina/core/thread_pool.hpp"
 #include "fucina/model/weights.hpp"
 
 namespace fucina::cli {
@@ -52,6 +53,17 @@ std::vector<T> parse_list(std::string_view flag, const std::string& s) {
   }
   return out;
 }
+
+// A worker thread count (-t): at least 1. Above 4x the cores it is capped, with a warning:
+// more threads only slow a run down and can exhaust the process's thread and memory limits.
+inline int check_threads(std::string_view flag, int n) {
+  if (n < 1) throw UsageError{fmt::format("{} must be at least 1, got {}", flag, n)};
+  const int cores = ThreadPool::hardware_threads(), cap = 4 * cores;
+  if (n <= cap) return n;
+  fmt::print(stderr, "fucina: warning: {} {} is more than 4x the {} cores; using {}\n", flag, n, cores, cap);
+  return cap;
+}
+inline int parse_threads(std::string_view flag, const std::string& s) { return check_threads(flag, parse_num<int>(flag, s)); }
 
 // The model-loading flags run and bench share; false when `a` is not one of them.
 inline bool parse_load_flag(std::string_view a, model::LoadOptions& o) {

@@ -27,6 +27,7 @@ namespace {
 using fucina::cli::parse_list;
 using fucina::cli::parse_load_flag;
 using fucina::cli::parse_num;
+using fucina::cli::check_threads;
 using fucina::cli::UsageError;
 
 constexpr std::string_view usage =
@@ -89,8 +90,7 @@ Options parse(std::span<char* const> args) {
     if (n < 0) throw UsageError{fmt::format("-p must be >= 0, got {}", n)};
   for (auto n : o.n_gen)
     if (n < 0) throw UsageError{fmt::format("-n must be >= 0, got {}", n)};
-  for (int t : o.threads)
-    if (t < 1) throw UsageError{fmt::format("--threads must be at least 1, got {}", t)};
+  for (int& t : o.threads) t = check_threads("--threads", t);
   if (o.threads.empty()) o.threads.push_back(0);
   return o;
 }

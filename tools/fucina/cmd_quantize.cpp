@@ -7,7 +7,9 @@
 #include <string>
 #include <string_view>
 
+#include "args.hpp"
 #include "command.hpp"
+#include "fucina/core/atomic_file.hpp"
 #include "fucina/core/thread_pool.hpp"
 #include "fucina/gguf/format.hpp"
 #include "fucina/gguf/reader.hpp"
@@ -40,19 +42,6 @@ void print_usage() {
       "\n"
       "TYPE (case-insensitive):\n");
   for (const QuantizeTarget& t : quantize_targets()) fmt::print("  {:<8} {}\n", t.name, t.description);
-}
-
-int parse_threads(std::string_view flag, const char* v) {
-  int n = 0;
-  std::size_t used = 0;
-  try {
-    n = std::stoi(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || v[used] != '\0' || n < 1 || n > 1024)
-    throw fucina::cli::UsageError{fmt::format("{} needs a thread count in 1..1024, got '{}'", flag, v)};
-  return n;
 }
 
 double mib(std::uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
@@ -127,7 +116,7 @@ int quantize_main(std::span<char* const> args) {
     }
     if (a == "-t" || a == "--threads") {
       if (i + 1 >= args.size()) throw fucina::cli::UsageError{fmt::format("{} needs a value", a)};
-      opt.n_threads = parse_threads(a, args[++i]);
+      opt.n_threads = fucina::cli::parse_threads(a, args[++i]);
     } else if (a == "--pure") {
       opt.pure = true;
     } else if (a == "--leave-output-tensor") {
@@ -166,6 +155,8 @@ int quantize_main(std::span<char* const> args) {
     return 0;
   }
 
+  // Before any work: OUT must be absent or a regular file other than IN (for every TYPE).
+  fucina::check_output_path(pos[1], {pos[0]});
   if (opt.copy_only && !llama_copy) {  // COPY: the input, byte for byte
     const auto r = fucina::gguf::Reader::open(pos[0]);
     fucina::gguf::Writer::from_reader(r).write_file(pos[1]);

@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <random>
@@ -14,17 +13,21 @@
 
 #include "args.hpp"
 #include "command.hpp"
+#include "fucina/core/atomic_file.hpp"
 #include "fucina/generate/chat.hpp"
 #include "fucina/generate/generator.hpp"
 #include "fucina/model/model.hpp"
 #include "fucina/sample/sampler.hpp"
 #include "fucina/tokenizer/tokenizer.hpp"
+#include "input.hpp"
 
 namespace {
 
 using fucina::cli::UsageError;
 using fucina::cli::parse_load_flag;
 using fucina::cli::parse_num;
+using fucina::cli::parse_threads;
+using fucina::cli::read_input_file;
 namespace tk = fucina::tokenizer;
 namespace gen = fucina::generate;
 
@@ -109,7 +112,7 @@ Options parse(std::span<char* const> args) {
     else if (a == "--seed") o.sampling.seed = parse_num<std::uint64_t>(a, value()), o.have_seed = true;
     else if (a == "--stop") o.stops.push_back(value());
     else if (a == "--ignore-eos") o.ignore_eos = true;
-    else if (a == "-t" || a == "--threads") o.threads = parse_num<int>(a, value());
+    else if (a == "-t" || a == "--threads") o.threads = parse_threads(a, value());
     else if (a == "-c" || a == "--ctx") o.ctx = parse_num<std::int64_t>(a, value());
     else if (a == "-b" || a == "--batch") o.batch = parse_num<std::int64_t>(a, value());
     else if (a == "--dump-logits") o.dump_logits = value();
@@ -128,10 +131,6 @@ Options parse(std::span<char* const> args) {
     else if (o.model.empty()) o.model = std::string(a);
     else throw UsageError{fmt::format("unexpected argument '{}' (see fucina run --help)", a)};
   }
-  if (o.threads < 0 || (o.threads == 0 && std::find_if(args.begin(), args.end(), [](const char* s) {
-                                             return std::string_view(s) == "-t" || std::string_view(s) == "--threads";
-                                           }) != args.end()))
-    throw UsageError{fmt::format("--threads must be at least 1, got {}", o.threads)};
   if (o.ctx < 0) throw UsageError{fmt::format("--ctx must be positive, got {}", o.ctx)};
   if (o.batch < 1) throw UsageError{fmt::format("--batch must be at least 1, got {}", o.batch)};
   if (o.n_predict < -1) throw UsageError{fmt::format("-n must be >= -1, got {}", o.n_predict)};
@@ -233,10 +232,9 @@ int run_main(std::span<char* const> args) {
     fmt::print(stderr, "{}", no_model);
     return 2;
   }
+  if (!o.dump_logits.empty()) fucina::check_output_path(o.dump_logits, {o.model});  // before the model loads
   if (!o.prompt_file.empty()) {
-    std::ifstream in(o.prompt_file, std::ios::binary);
-    if (!in) throw fucina::Error(fucina::ErrorCode::Io, fmt::format("cannot open prompt file '{}'", o.prompt_file));
-    o.prompt.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    o.prompt = read_input_file(o.prompt_file);
     o.have_prompt = true;
   }
   if (!o.have_prompt && !o.interactive) throw UsageError{"missing -p PROMPT (or -f FILE, or -i for a chat)"};
@@ -250,11 +248,11 @@ int run_main(std::span<char* const> args) {
   fucina::Context ctx({.threads = o.threads});
   const auto& cfg = model.config();
   const std::int64_t n_ctx = o.ctx > 0 ? o.ctx : cfg.n_ctx_train;
+  // The cache first: a context too large for the machine is then the only line printed.
+  gen::Generator g(model, tok, ctx, {.n_ctx = n_ctx, .kv_type = o.kv, .n_batch = o.batch, .sampling = o.sampling});
   fmt::print(stderr, "fucina run: {} ({}, {} layers, embd {}, vocab {}), ctx {}, {} threads, seed {}, load {:.0f} ms\n",
              cfg.name.empty() ? o.model : cfg.name, fucina::model::arch_name(cfg.arch), cfg.n_layer, cfg.n_embd,
              cfg.n_vocab, n_ctx, ctx.threads(), o.sampling.seed, seconds_since(t_load) * 1e3);
-
-  gen::Generator g(model, tok, ctx, {.n_ctx = n_ctx, .kv_type = o.kv, .n_batch = o.batch, .sampling = o.sampling});
   std::vector<tk::ChatMessage> messages;
   if (!o.system.empty()) messages.push_back({"system", o.system});
   if (o.have_prompt && (o.chat || o.interactive)) messages.push_back({"user", o.prompt});
@@ -268,12 +266,7 @@ int run_main(std::span<char* const> args) {
   if (o.echo) write_out(prompt);
   if (ids.empty()) throw UsageError{"the prompt encodes to no tokens"};
   feed(g, ids);
-  if (!o.dump_logits.empty()) {
-    const auto logits = g.logits();
-    std::ofstream f(o.dump_logits, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size_bytes()));
-    if (!f) throw fucina::Error(fucina::ErrorCode::Io, fmt::format("cannot write '{}'", o.dump_logits));
-  }
+  if (!o.dump_logits.empty()) fucina::write_file_atomic(o.dump_logits, std::as_bytes(g.logits()));
   print_speed(g.generate(request_of(o)));
   return 0;
 }

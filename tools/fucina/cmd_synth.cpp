@@ -18,6 +18,7 @@
 namespace {
 
 using fucina::cli::parse_num;
+using fucina::cli::parse_threads;
 using fucina::cli::UsageError;
 namespace fm = fucina::model;
 
@@ -89,10 +90,8 @@ int synth_main(std::span<char* const> args) {
     else if (a == "--std") spec.std = parse_num<float>(a, value());
     else if (a == "--seed") spec.seed = parse_num<std::uint64_t>(a, value());
     else if (a == "--tied") spec.tied = true;
-    else if (a == "-t" || a == "--threads") {
-      threads = parse_num<int>(a, value());
-      if (threads < 1 || threads > 1024) throw UsageError{fmt::format("{} must be in 1..1024, got {}", a, threads)};
-    } else if (a == "--dtype") {
+    else if (a == "-t" || a == "--threads") threads = parse_threads(a, value());
+    else if (a == "--dtype") {
       const std::string d = value();
       if (d == "f32") spec.dtype = fucina::DType::f32;
       else if (d == "f16") spec.dtype = fucina::DType::f16;

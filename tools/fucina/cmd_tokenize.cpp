@@ -5,15 +5,12 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iostream>
-#include <iterator>
-#include <sstream>
 #include <string>
 
 #include "command.hpp"
 #include "fucina/gguf/reader.hpp"
 #include "fucina/tokenizer/tokenizer.hpp"
+#include "input.hpp"
 
 namespace {
 
@@ -70,12 +67,6 @@ std::string process_escapes(const std::string& in) {
   return out;
 }
 
-std::string read_all(std::istream& in) {
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 int tokenize_main(std::span<char* const> args) {
   std::string model, text, file;
   bool have_text = false, use_stdin = false, no_bos = false, parse_special = true, escape = true;
@@ -130,13 +121,8 @@ int tokenize_main(std::span<char* const> args) {
     throw UsageError{fmt::format("must give TEXT, -p, -f or --stdin\n{}", usage)};
 
   // Same precedence as llama-tokenize: --stdin, then -f, then the prompt.
-  if (use_stdin) {
-    text = read_all(std::cin);
-  } else if (!file.empty()) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw fucina::Error(fucina::ErrorCode::Io, fmt::format("cannot open '{}'", file));
-    text = read_all(in);
-  }
+  if (use_stdin) text = fucina::cli::read_stdin();
+  else if (!file.empty()) text = fucina::cli::read_input_file(file);
   if (escape) text = process_escapes(text);
 
   const tk::Tokenizer tok(tk::load_tokenizer_data(fucina::gguf::Reader::open(model)));

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <new>
 
 #include "command.hpp"
 #include "fucina/core/error.hpp"
@@ -53,6 +54,9 @@ int main(int argc, char** argv) {
       return 2;
     } catch (const fucina::Error& e) {
       fmt::print(stderr, "fucina {}: error: {}\n", c.name, e.what());
+      return 1;
+    } catch (const std::bad_alloc&) {
+      fmt::print(stderr, "fucina {}: error: out of memory\n", c.name);
       return 1;
     } catch (const std::exception& e) {
       fmt::print(stderr, "fucina {}: error: {}\n", c.name, e.what());

@@ -32,6 +32,12 @@ template <TagName... Ts>
 using Tensor = TensorT<DType::f32, Ts...>;
 
 namespace detail {
+// The bodies of TensorT's method sugar (core/ops/methods.hpp), reached through a dependent
+// name so they may call free functions declared after TensorT. (Out-of-line member
+// definitions would do, but clang 14 rejects them for a class template with a pack of
+// class-type parameters such as TagName... Ts.)
+template <class X>
+struct TensorMethods;
 template <DType D, auto L, class Seq = std::make_index_sequence<L.size()>>
 struct tensor_from_list;
 template <DType D, auto L, std::size_t... I>
@@ -246,30 +252,52 @@ class TensorT {
     autograd::run_backward(ctx, node_, output_grad.raw());
   }
 
-  // ---- method sugar over the free functions (see core/ops/*.hpp) -------------------
+  // ---- method sugar over the free functions (bodies in core/ops/methods.hpp) ---------
   template <TagName... C, AnyTensor W>
-  auto dot(Context& ctx, const W& w) const;
+  auto dot(Context& ctx, const W& w) const {
+    return detail::TensorMethods<TensorT>::template dot<C...>(ctx, *this, w);
+  }
   template <TagName... Out, AnyTensor W>
-  auto einsum(Context& ctx, const W& w) const;
+  auto einsum(Context& ctx, const W& w) const {
+    return detail::TensorMethods<TensorT>::template einsum<Out...>(ctx, *this, w);
+  }
   template <TagName... R>
-  auto sum(Context& ctx) const;
+  auto sum(Context& ctx) const {
+    return detail::TensorMethods<TensorT>::template sum<R...>(ctx, *this);
+  }
   template <TagName... R>
-  auto mean(Context& ctx) const;
+  auto mean(Context& ctx) const {
+    return detail::TensorMethods<TensorT>::template mean<R...>(ctx, *this);
+  }
   template <TagName T>
-  auto softmax(Context& ctx) const;
+  auto softmax(Context& ctx) const {
+    return detail::TensorMethods<TensorT>::template softmax<T>(ctx, *this);
+  }
   template <TagName T>
-  auto log_softmax(Context& ctx) const;
+  auto log_softmax(Context& ctx) const {
+    return detail::TensorMethods<TensorT>::template log_softmax<T>(ctx, *this);
+  }
   template <TagName T>
-  auto narrow(std::int64_t start, std::int64_t length) const;
+  auto narrow(std::int64_t start, std::int64_t length) const {
+    return detail::TensorMethods<TensorT>::template narrow<T>(*this, start, length);
+  }
   template <TagName T>
-  auto select(std::int64_t index) const;
+  auto select(std::int64_t index) const {
+    return detail::TensorMethods<TensorT>::template select<T>(*this, index);
+  }
   template <TagName... Order>
-  auto permute() const;
+  auto permute() const {
+    return detail::TensorMethods<TensorT>::template permute<Order...>(*this);
+  }
   template <TagName From, TagName To>
-  auto rename() const;
+  auto rename() const {
+    return detail::TensorMethods<TensorT>::template rename<From, To>(*this);
+  }
   template <DType D2>
-  auto to(Context& ctx) const;
-  TensorT contiguous(Context& ctx) const;
+  auto to(Context& ctx) const {
+    return detail::TensorMethods<TensorT>::template to<D2>(ctx, *this);
+  }
+  TensorT contiguous(Context& ctx) const { return detail::TensorMethods<TensorT>::contiguous(ctx, *this); }
 
  private:
   RawTensor raw_;

@@ -20,6 +20,7 @@ namespace fucina {
 class ThreadPool {
  public:
   // n_threads: total participants including the caller (>= 1). 0 means all cores.
+  // Throws fucina::Error (Io) when the OS refuses a thread; the started ones are joined first.
   explicit ThreadPool(int n_threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -77,6 +78,7 @@ class ThreadPool {
   void run(std::int64_t n_tasks, void* ctx, TaskFn fn);
   void worker_loop(std::uint32_t seen);  // seen: generation at construction
   void publish();  // starts a new generation and wakes parked workers
+  void stop_workers() noexcept;  // wakes every worker to exit and joins it
   bool enter(std::uint32_t g);  // joins job g unless it is closed
   void drain();  // claims and runs tasks of the current job until none are left
 

@@ -26,6 +26,10 @@
 
 namespace fucina::gguf {
 
+// A string from a file (key, name, architecture) made safe for a one-line message: control
+// and non-ASCII bytes (a NUL too) become '?', and it is cut after 80 bytes.
+std::string printable(std::string_view s);
+
 struct KeyValue {
   std::string_view key;
   Value value;

@@ -14,7 +14,6 @@
 // the alignment: set_pad_tensorless() picks the convention, from_reader() detects it.)
 #include <array>
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -24,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fucina/core/atomic_file.hpp"
 #include "fucina/gguf/format.hpp"
 #include "fucina/gguf/reader.hpp"
 #include "fucina/gguf/value.hpp"
@@ -104,6 +104,7 @@ class Writer {
 
   // ---- all in memory: every tensor needs its borrowed data ----
   std::vector<std::byte> to_bytes() const;
+  // Through an AtomicFile (core/atomic_file.hpp): `path` is replaced only when complete.
   void write_file(const std::filesystem::path& path) const;
 
  private:
@@ -125,8 +126,10 @@ using ByteSink = std::function<void(Bytes)>;
 class StreamWriter {
  public:
   StreamWriter(const Writer& layout, ByteSink sink);
-  // Writes to `path` (created or truncated); finish() flushes and closes it.
-  StreamWriter(const Writer& layout, const std::filesystem::path& path);
+  // Writes to `path` through an AtomicFile (refusing a `path` that is one of `inputs`);
+  // finish() renames the complete file over `path`, destruction before it leaves `path` as it was.
+  StreamWriter(const Writer& layout, const std::filesystem::path& path,
+               std::span<const std::filesystem::path> inputs = {});
   StreamWriter(const StreamWriter&) = delete;
   StreamWriter& operator=(const StreamWriter&) = delete;
   ~StreamWriter();
@@ -141,9 +144,6 @@ class StreamWriter {
   void finish();
 
  private:
-  struct FileCloser {
-    void operator()(std::FILE* f) const { std::fclose(f); }
-  };
   void start(const Writer& layout);
   void emit(Bytes b);
   void pad();
@@ -157,8 +157,7 @@ class StreamWriter {
   std::vector<Entry> tensors_;
   std::uint32_t alignment_;
   ByteSink sink_;
-  std::unique_ptr<std::FILE, FileCloser> file_;
-  std::string path_;
+  std::unique_ptr<AtomicFile> file_;
   std::size_t current_ = 0;
   std::uint64_t in_tensor_ = 0;  // bytes of the current tensor already written
   std::uint64_t written_ = 0;

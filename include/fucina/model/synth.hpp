@@ -47,8 +47,8 @@ void synth_normals(std::uint64_t seed, std::uint64_t first, std::span<float> out
 // head_dim with the default resolved (n_embd / n_head when 0).
 std::int64_t synth_head_dim(const SynthSpec& spec);
 
-// Writes the model to `out` (created or truncated), streaming one tensor chunk at a time
-// and generating each chunk on all cores. Throws InvalidArgument (check_synth_spec), Io, or
+// Writes the model to `out` through an AtomicFile (checked first, replaced only once
+// complete), streaming one tensor chunk at a time and generating each chunk on all cores. Throws InvalidArgument (check_synth_spec), Io, or
 // InvalidFile when `vocab_from` is unreadable or has no tokenizer.ggml.tokens.
 void write_synthetic_model(const std::filesystem::path& out, const SynthSpec& spec);
 // The same, generating on `pool` (the bytes do not depend on its size).

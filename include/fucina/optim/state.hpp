@@ -11,8 +11,8 @@
 //     u8  rank (<= 8), then rank x i64 dims (each >= 0)
 //     numel x element bytes
 //   u64     FNV-1a 64 of every preceding byte (detects truncation and corruption)
-// Nothing follows the checksum. Files are written to "<path>.tmp" and renamed, so a crash
-// never leaves a half-written file under the real name.
+// Nothing follows the checksum. Files are written through an AtomicFile (a temporary file
+// renamed over the path once complete), so a crash never leaves a half-written file there.
 #include <cstdint>
 #include <filesystem>
 #include <map>

@@ -133,7 +133,9 @@ struct QuantizeStats {
 // stays near one slab of rows (max 64 MiB of output) plus the mapped input.
 QuantizeStats quantize_model(const gguf::Reader& input, const QuantizeOptions& options, gguf::ByteSink sink,
                              const ProgressFn& progress = {});
-// Same, reading `in` and writing `out` (created or truncated).
+// Same, reading `in` and writing `out` through an AtomicFile (core/atomic_file.hpp): `out` is
+// checked before `in` is read (absent, or a regular file that is not `in`) and replaced only
+// once complete; on any failure it keeps what it held.
 QuantizeStats quantize_model(const std::filesystem::path& in, const std::filesystem::path& out,
                              const QuantizeOptions& options, const ProgressFn& progress = {});
 

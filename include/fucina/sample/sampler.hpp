@@ -3,7 +3,7 @@
 //
 // Note [Sampler chain] (llama.cpp's default order): repetition/presence/frequency
 // penalties over the last `penalty_last_n` accepted tokens -> top-k -> top-p -> min-p ->
-// temperature -> one draw. temperature <= 0 is greedy (argmax after the penalties; lowest
+// temperature -> one draw. temperature 0 is greedy (argmax after the penalties; lowest
 // id on ties). Draw t uses rng::uniform(seed, t): the same seed and the same logits give
 // the same tokens on any machine and thread count.
 #include <cstdint>
@@ -14,10 +14,10 @@
 namespace fucina::sample {
 
 struct SamplerConfig {
-  float temperature = 0.8f;       // <= 0: greedy
-  std::int32_t top_k = 40;        // <= 0: off
-  float top_p = 0.95f;            // >= 1: off
-  float min_p = 0.05f;            // <= 0: off
+  float temperature = 0.8f;       // >= 0; 0: greedy
+  std::int32_t top_k = 40;        // >= 0; 0: off
+  float top_p = 0.95f;            // in (0, 1]; 1: off
+  float min_p = 0.05f;            // in [0, 1]; 0: off
   float repeat_penalty = 1.0f;    // 1: off; > 1 discourages repeats
   float presence_penalty = 0.0f;  // subtracted once from every seen token
   float frequency_penalty = 0.0f; // subtracted per occurrence
@@ -25,7 +25,7 @@ struct SamplerConfig {
   std::uint64_t seed = 0;
 };
 
-// Throws InvalidArgument for an out-of-range option (negative temperature is greedy).
+// Throws InvalidArgument for an option outside its range (above): nothing is clamped.
 void validate(const SamplerConfig& config);
 
 class Sampler {

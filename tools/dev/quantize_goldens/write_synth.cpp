@@ -2,7 +2,9 @@
 // so the llama.cpp peer can quantize the exact bytes the tests regenerate.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <span>
+
+#include "fucina/core/atomic_file.hpp"
 
 #include "quantize/sha256.hpp"
 #include "quantize/synth_model.hpp"
@@ -15,8 +17,7 @@ int main(int argc, char** argv) {
   for (const auto& spec : fucina::test::synth_specs()) {
     const auto bytes = fucina::test::make_synth_model(spec);
     const auto path = std::filesystem::path(argv[1]) / (spec.name + ".gguf");
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                                static_cast<std::streamsize>(bytes.size()));
+    fucina::write_file_atomic(path, std::as_bytes(std::span(bytes)));
     std::printf("%s %s\n", fucina::test::sha256_hex(bytes).c_str(), path.c_str());
   }
   return 0;

@@ -170,8 +170,8 @@ class ConcatBackward final : public OpNode {
 // Rows gathered along `axis` of a table: gradient scatter-adds into the table's shape.
 class GatherBackward final : public OpNode {
  public:
-  GatherBackward(std::vector<std::int32_t> ids, int axis, int rank, Dims shape, int ids_rank)
-      : ids_(std::move(ids)), axis_(axis), rank_(rank), shape_(shape), ids_rank_(ids_rank) {}
+  GatherBackward(std::vector<std::int32_t> ids, int axis, int rank, Dims shape)
+      : ids_(std::move(ids)), axis_(axis), rank_(rank), shape_(shape) {}
   const char* name() const override { return "gather"; }
   void backward(Context& ctx, const RawTensor& gy, std::span<RawTensor> grads) override;
 
@@ -179,7 +179,6 @@ class GatherBackward final : public OpNode {
   std::vector<std::int32_t> ids_;
   int axis_, rank_;
   Dims shape_;
-  int ids_rank_;
 };
 
 // Fused losses: the gradient w.r.t. the input was computed in the forward pass.

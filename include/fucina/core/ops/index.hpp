@@ -93,8 +93,7 @@ auto gather(Context& ctx, const Table& table, const Ids& ids) {
   }
   if constexpr (Table::dtype == DType::f32)
     if (autograd::grad_enabled() && table.requires_grad())
-      out.set_node(autograd::make_node<autograd::GatherBackward>({table.node()}, idv, ax, table.raw().rank, table.raw().shape,
-                                                                 static_cast<int>(Ids::rank)));
+      out.set_node(autograd::make_node<autograd::GatherBackward>({table.node()}, idv, ax, table.raw().rank, table.raw().shape));
   return out;
 }
 

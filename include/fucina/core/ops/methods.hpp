@@ -1,71 +1,60 @@
 #pragma once
 // Method sugar: x.dot<"in">(ctx, w) is dot<"in">(ctx, x, w), and so on. Defined after the
-// free functions so generic code may use either form.
+// free functions so generic code may use either form (TensorT forwards to TensorMethods).
 #include "fucina/core/ops/contract.hpp"
 #include "fucina/core/ops/nn.hpp"
 #include "fucina/core/ops/reduce.hpp"
 #include "fucina/core/ops/view.hpp"
 
-namespace fucina {
+namespace fucina::detail {
 
-template <DType D, TagName... Ts>
-template <TagName... C, AnyTensor W>
-auto TensorT<D, Ts...>::dot(Context& ctx, const W& w) const {
-  return fucina::dot<C...>(ctx, *this, w);
-}
-template <DType D, TagName... Ts>
-template <TagName... Out, AnyTensor W>
-auto TensorT<D, Ts...>::einsum(Context& ctx, const W& w) const {
-  return fucina::einsum<Out...>(ctx, *this, w);
-}
-template <DType D, TagName... Ts>
-template <TagName... R>
-auto TensorT<D, Ts...>::sum(Context& ctx) const {
-  return fucina::sum<R...>(ctx, *this);
-}
-template <DType D, TagName... Ts>
-template <TagName... R>
-auto TensorT<D, Ts...>::mean(Context& ctx) const {
-  return fucina::mean<R...>(ctx, *this);
-}
-template <DType D, TagName... Ts>
-template <TagName T>
-auto TensorT<D, Ts...>::softmax(Context& ctx) const {
-  return fucina::softmax<T>(ctx, *this);
-}
-template <DType D, TagName... Ts>
-template <TagName T>
-auto TensorT<D, Ts...>::log_softmax(Context& ctx) const {
-  return fucina::log_softmax<T>(ctx, *this);
-}
-template <DType D, TagName... Ts>
-template <TagName T>
-auto TensorT<D, Ts...>::narrow(std::int64_t start, std::int64_t length) const {
-  return fucina::narrow<T>(*this, start, length);
-}
-template <DType D, TagName... Ts>
-template <TagName T>
-auto TensorT<D, Ts...>::select(std::int64_t index) const {
-  return fucina::select<T>(*this, index);
-}
-template <DType D, TagName... Ts>
-template <TagName... Order>
-auto TensorT<D, Ts...>::permute() const {
-  return fucina::permute<Order...>(*this);
-}
-template <DType D, TagName... Ts>
-template <TagName From, TagName To>
-auto TensorT<D, Ts...>::rename() const {
-  return fucina::rename<From, To>(*this);
-}
-template <DType D, TagName... Ts>
-template <DType D2>
-auto TensorT<D, Ts...>::to(Context& ctx) const {
-  return fucina::to<D2>(ctx, *this);
-}
-template <DType D, TagName... Ts>
-TensorT<D, Ts...> TensorT<D, Ts...>::contiguous(Context& ctx) const {
-  return fucina::contiguous(ctx, *this);
-}
+template <class X>
+struct TensorMethods {
+  template <TagName... C, class W>
+  static auto dot(Context& ctx, const X& x, const W& w) {
+    return fucina::dot<C...>(ctx, x, w);
+  }
+  template <TagName... Out, class W>
+  static auto einsum(Context& ctx, const X& x, const W& w) {
+    return fucina::einsum<Out...>(ctx, x, w);
+  }
+  template <TagName... R>
+  static auto sum(Context& ctx, const X& x) {
+    return fucina::sum<R...>(ctx, x);
+  }
+  template <TagName... R>
+  static auto mean(Context& ctx, const X& x) {
+    return fucina::mean<R...>(ctx, x);
+  }
+  template <TagName T>
+  static auto softmax(Context& ctx, const X& x) {
+    return fucina::softmax<T>(ctx, x);
+  }
+  template <TagName T>
+  static auto log_softmax(Context& ctx, const X& x) {
+    return fucina::log_softmax<T>(ctx, x);
+  }
+  template <TagName T>
+  static auto narrow(const X& x, std::int64_t start, std::int64_t length) {
+    return fucina::narrow<T>(x, start, length);
+  }
+  template <TagName T>
+  static auto select(const X& x, std::int64_t index) {
+    return fucina::select<T>(x, index);
+  }
+  template <TagName... Order>
+  static auto permute(const X& x) {
+    return fucina::permute<Order...>(x);
+  }
+  template <TagName From, TagName To>
+  static auto rename(const X& x) {
+    return fucina::rename<From, To>(x);
+  }
+  template <DType D2>
+  static auto to(Context& ctx, const X& x) {
+    return fucina::to<D2>(ctx, x);
+  }
+  static X contiguous(Context& ctx, const X& x) { return fucina::contiguous(ctx, x); }
+};
 
-}  // namespace fucina
+}  // namespace fucina::detail
