@@ -2,10 +2,9 @@
 # Goldens for tests/model/llm_parity_test.cpp from THIS machine's llama.cpp (the peer build
 # of ../shared/peers/llama-cpp.sh), for every model and prompt of ../shared/models.
 #
-# Why besides ../shared's goldens: those came from a llama.cpp built -march=native on a CPU
-# with AVX512-FP16, where ggml sums one-row f16 dot products in f16 arithmetic; a peer built
-# without it (as here) differs from them by up to 1.7e-3 on tiny-qwen3-f16. These goldens
-# pin the ISA-independent contract: parity with llama.cpp's f32-accumulating kernels.
+# Why besides ../shared's goldens: they pin the BF16 conversion of tiny-llama too, and
+# record which CPU made them (`cpu`): llama.cpp's f16 results depend on it (a build with
+# AVX512-FP16 sums one-row f16 dots in f16 arithmetic and lands up to 2e-3 away).
 #
 # Output: tests/data/llm_parity/<model>.json: per prompt the ids, top-5, 32 greedy ids (and
 # the bytes llama.cpp prints for them, greedy_text_hex), and a
@@ -43,7 +42,13 @@ for i, c in enumerate(g["cases"]):
     cases.append({"prompt": c["prompt"], "prompt_tokens": o["prompt_tokens"], "last_top5": o["last_top5"],
                   "greedy": o["greedy"], "greedy_text_hex": o["greedy_text_hex"], "n_vocab": len(logits),
                   "logit_sample": [[k, logits[k]] for k in ids]})
-json.dump({"oracle": "llama.cpp peer build (../shared/peers/llama-cpp.sh), CPU, 2 threads, no AVX512-FP16",
+import re, datetime
+info = open("/proc/cpuinfo").read()
+flags = set(re.search(r"flags\s*:\s*(.*)", info).group(1).split())
+cpu = (re.search(r"model name\s*:\s*(.*)", info).group(1).strip() +
+       f"; avx512f={'yes' if 'avx512f' in flags else 'no'}, avx512_fp16={'yes' if 'avx512_fp16' in flags else 'no'}")
+json.dump({"oracle": "llama.cpp peer build (../shared/peers/llama-cpp.sh), CPU, 2 threads",
+           "cpu": cpu, "made": datetime.date.today().isoformat(),
            "cases": cases}, open(dst, "w"))
 print(f"{dst}: {len(cases)} prompts")
 PY

@@ -6,7 +6,8 @@
 // (top 16 and a sample) must be within the model's tolerance: 1e-4 for f32 weights, 1e-3
 // for f16/bf16. The prompts take each of llama.cpp's attention paths: one-row flash
 // attention for short prompts and decode, the tiled path for >= 64 prompt rows, and the
-// KV range split over threads once decode passes 256 positions.
+// KV range split over threads once decode passes 256 positions. FUCINA_PARITY_STEPS=1
+// prints every step's worst difference (to find where a regression starts).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
