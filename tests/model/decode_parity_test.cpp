@@ -62,16 +62,6 @@ const nlohmann::json& matrix() {
   return m;
 }
 
-class DecodeParity : public ::testing::TestWithParam<std::string> {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = std::filesystem::temp_directory_path() / ("fucina_decode_parity_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
-  }
-  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
-  static inline std::filesystem::path dir_;
-};
-
 // The model of the matrix entry `name`, made by this tree's `fucina synth`; it must be the
 // very file the goldens were made from.
 std::filesystem::path make_model(const std::filesystem::path& dir, const nlohmann::json& spec, const nlohmann::json& golden) {
@@ -86,21 +76,41 @@ std::filesystem::path make_model(const std::filesystem::path& dir, const nlohman
   return path;
 }
 
+class DecodeParity : public ::testing::TestWithParam<std::string> {
+ protected:
+  struct Case {
+    nlohmann::json spec, golden;
+    std::filesystem::path model;
+  };
+  void SetUp() override {
+    if (!std::filesystem::exists(test::cli_path())) GTEST_SKIP() << "CLI not built at " << test::cli_path();
+  }
+  // The matrix entry GetParam(), its goldens, and its model made by this tree's synth.
+  Case load_case() const {
+    const auto& models = matrix().at("models");
+    const auto it = std::find_if(models.begin(), models.end(), [&](const nlohmann::json& s) { return s.at("name") == GetParam(); });
+    if (it == models.end()) {
+      ADD_FAILURE() << "no entry " << GetParam() << " in synth_matrix.json";
+      return {};
+    }
+    Case c{*it, read_json(test::test_data_dir() / "llm_parity" / (GetParam() + ".decode.json")), {}};
+    c.model = make_model(dir_, c.spec, c.golden);
+    return c;
+  }
+  static void SetUpTestSuite() {
+    dir_ = std::filesystem::temp_directory_path() / ("fucina_decode_parity_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
+  static inline std::filesystem::path dir_;
+};
+
 TEST_P(DecodeParity, LogitsAlongTheGreedyPathMatchLlamaCpp) {
-  if (!std::filesystem::exists(test::cli_path())) GTEST_SKIP() << "CLI not built at " << test::cli_path();
-  const auto& m = matrix();
-  const auto it = std::find_if(m.at("models").begin(), m.at("models").end(),
-                               [&](const nlohmann::json& s) { return s.at("name") == GetParam(); });
-  ASSERT_NE(it, m.at("models").end());
-  const auto golden = read_json(test::test_data_dir() / "llm_parity" / (GetParam() + ".decode.json"));
-  const auto path = make_model(dir_, *it, golden);
+  const Case c = load_case();
   if (HasFailure()) return;
-#if defined(FUCINA_SCALAR)
-  // The scalar build sums f32 products in another order than llama.cpp's AVX-512 kernels.
-  const float tol = std::max(2e-3f, it->at("tol").get<float>());
-#else
-  const float tol = it->at("tol").get<float>();
-#endif
+  const auto& golden = c.golden;
+  const auto& path = c.model;
+  const float tol = c.spec.at("tol").get<float>();
 
   const auto model = model::Model::load(path);
   const tokenizer::Tokenizer tok(tokenizer::load_tokenizer_data(model.file()));
@@ -156,14 +166,10 @@ TEST_P(DecodeParity, LogitsAlongTheGreedyPathMatchLlamaCpp) {
 // (token_to_piece concatenation, up to an end-of-generation token, where llama-completion
 // stops too), and with --echo the prompt before them.
 TEST_P(DecodeParity, RunPrintsLlamaCppsGreedyBytes) {
-  if (!std::filesystem::exists(test::cli_path())) GTEST_SKIP() << "CLI not built at " << test::cli_path();
-  const auto& m = matrix();
-  const auto it = std::find_if(m.at("models").begin(), m.at("models").end(),
-                               [&](const nlohmann::json& s) { return s.at("name") == GetParam(); });
-  ASSERT_NE(it, m.at("models").end());
-  const auto golden = read_json(test::test_data_dir() / "llm_parity" / (GetParam() + ".decode.json"));
-  const auto path = make_model(dir_, *it, golden);
+  const Case c = load_case();
   if (HasFailure()) return;
+  const auto& golden = c.golden;
+  const auto& path = c.model;
   const auto model = model::Model::load(path);
   const tokenizer::Tokenizer tok(tokenizer::load_tokenizer_data(model.file()));
   int p = 0;
