@@ -436,12 +436,13 @@ void matmul_bf16(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int
   });
   // tinyBLAS for >= 2 rows when k % 32 == 0 and n_out % 4 == 0 (Note [ggml summation order]).
   const GgmlOrder order = n_rows >= 2 && k % kBf16Pairs == 0 && n_out % 4 == 0 ? GgmlOrder::tiled : GgmlOrder::vec;
-  constexpr std::int64_t kRows = 4, kCols = 4;
+  constexpr std::int64_t kCols = 4;
   const std::int64_t ob = (n_out + kCols - 1) / kCols;
   pool.parallel_for(ob, [&](std::int64_t t) {
     const std::int64_t o0 = t * kCols, o1 = std::min(n_out, o0 + kCols);
 #if FUCINA_ARCH_AVX512BF16
     if (order == GgmlOrder::tiled && o1 - o0 == kCols) {
+      constexpr std::int64_t kRows = 4;
       std::int64_t r = 0;
       for (; r + kRows <= n_rows; r += kRows)
         tile_bf16<kRows, kCols>(xb.data() + r * k, k, w + o0 * w_stride, w_stride, k, y + r * n_out + o0, n_out);
