@@ -19,14 +19,10 @@ trap 'rm -rf "$work"' EXIT
 c++ -O2 -std=c++17 -I "$src/include" -I "$src/ggml/include" "$repo/scripts/parity/decode_oracle.cpp" \
   -o "$work/oracle" -L "$bin" -lllama -lggml -lggml-base -Wl,-rpath,"$bin"
 build_rev=$(git -C "$src" log -1 --format=%h 2>/dev/null || echo unknown)
-/usr/bin/python3 - "$data/synth_matrix.json" "$build/fucina" "$work" "$data" "$build_rev" <<'PY'
-import hashlib, json, os, re, subprocess, sys, datetime
-matrix_path, cli, work, data, rev = sys.argv[1:]
+/usr/bin/python3 - "$data/synth_matrix.json" "$build/fucina" "$work" "$data" "$build_rev" "$(bash "$repo/scripts/parity/cpu_name.sh")" <<'PY'
+import hashlib, json, os, subprocess, sys, datetime
+matrix_path, cli, work, data, rev, cpu = sys.argv[1:]
 m = json.load(open(matrix_path))
-cpuinfo = open("/proc/cpuinfo").read()
-model_name = re.search(r"model name\s*:\s*(.*)", cpuinfo).group(1).strip()
-flags = set(re.search(r"flags\s*:\s*(.*)", cpuinfo).group(1).split())
-cpu = f"{model_name}; avx512f={'yes' if 'avx512f' in flags else 'no'}, avx512_fp16={'yes' if 'avx512_fp16' in flags else 'no'}"
 for spec in m["models"]:
     gguf = os.path.join(work, spec["name"] + ".gguf")
     subprocess.run([cli, "synth", gguf, *spec["flags"]], check=True, capture_output=True)

@@ -25,9 +25,9 @@ for golden in "$shared"/models/*.golden.json "$shared/models/tiny-llama-spm-f32.
   name=$(basename "${golden%:bf16}" .golden.json)
   model=$shared/models/$name.gguf
   if [[ $golden == *:bf16 ]]; then golden=${golden%:bf16}; name=tiny-llama-spm-bf16; model=$tmp/$name.gguf; fi
-  /usr/bin/python3 - "$golden" "$model" "$oracle" "$tmp" "$out/$name.json" <<'PY'
+  /usr/bin/python3 - "$golden" "$model" "$oracle" "$tmp" "$out/$name.json" "$(bash "$here/scripts/parity/cpu_name.sh")" <<'PY'
 import json, subprocess, sys, struct, os
-golden, model, oracle, tmp, dst = sys.argv[1:]
+golden, model, oracle, tmp, dst, cpu = sys.argv[1:]
 g = json.load(open(golden))
 cases = []
 for i, c in enumerate(g["cases"]):
@@ -42,11 +42,7 @@ for i, c in enumerate(g["cases"]):
     cases.append({"prompt": c["prompt"], "prompt_tokens": o["prompt_tokens"], "last_top5": o["last_top5"],
                   "greedy": o["greedy"], "greedy_text_hex": o["greedy_text_hex"], "n_vocab": len(logits),
                   "logit_sample": [[k, logits[k]] for k in ids]})
-import re, datetime
-info = open("/proc/cpuinfo").read()
-flags = set(re.search(r"flags\s*:\s*(.*)", info).group(1).split())
-cpu = (re.search(r"model name\s*:\s*(.*)", info).group(1).strip() +
-       f"; avx512f={'yes' if 'avx512f' in flags else 'no'}, avx512_fp16={'yes' if 'avx512_fp16' in flags else 'no'}")
+import datetime
 json.dump({"oracle": "llama.cpp peer build (../shared/peers/llama-cpp.sh), CPU, 2 threads",
            "cpu": cpu, "made": datetime.date.today().isoformat(),
            "cases": cases}, open(dst, "w"))

@@ -14,9 +14,10 @@ oracle=$bin/llama-oracle
 [[ -x $oracle ]] || { echo "make_printed_goldens.sh: $oracle missing (run ../shared/peers/llama-cpp.sh)" >&2; exit 2; }
 out=$here/tests/data/printed_text
 mkdir -p "$out"
-LD_LIBRARY_PATH=$bin /usr/bin/python3 - "$oracle" "$shared/models/tiny-llama-spm-f32.gguf" "$out/tiny-llama-spm-f32.json" <<'PY'
+LD_LIBRARY_PATH=$bin /usr/bin/python3 - "$oracle" "$shared/models/tiny-llama-spm-f32.gguf" "$out/tiny-llama-spm-f32.json" \
+  "$(bash "$(dirname "$0")/cpu_name.sh")" <<'PY'
 import json, subprocess, sys, tempfile
-oracle, model, dst = sys.argv[1:]
+oracle, model, dst, cpu = sys.argv[1:]
 logits = tempfile.NamedTemporaryFile(suffix=".f32")  # the oracle writes one; unused here
 cases = []
 for prompt in ["Once upon a time", "I like", "Paris is"]:
@@ -25,7 +26,7 @@ for prompt in ["Once upon a time", "I like", "Paris is"]:
     assert o["greedy_text_hex"].startswith("20"), f"{prompt!r}: the first piece has no leading space"
     cases.append({"prompt": prompt, "prompt_tokens": o["prompt_tokens"], "greedy": o["greedy"],
                   "greedy_text_hex": o["greedy_text_hex"]})
-json.dump({"oracle": "llama.cpp peer build (../shared/peers/llama-cpp.sh), llama-oracle, CPU, 2 threads",
+json.dump({"oracle": "llama.cpp peer build (../shared/peers/llama-cpp.sh), llama-oracle, CPU, 2 threads", "cpu": cpu,
            "cases": cases}, open(dst, "w"))
 print(f"{dst}: {len(cases)} prompts")
 PY

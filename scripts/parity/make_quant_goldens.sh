@@ -47,6 +47,7 @@ done
 commit=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)
 {
   printf '{"oracle": "llama.cpp %s, CPU, 2 threads, scripts/parity/teacher_force_oracle.cpp",\n' "$commit"
+  printf ' "cpu": "%s", "made": "%s",\n' "$(bash "$repo/scripts/parity/cpu_name.sh")" "$(date -u +%F)"
   printf ' "text": "text.txt", "n_tokens": %d, "top": 32, "samples": 64,\n "goldens": [\n' "$n_tokens"
   sep=""
   for e in "${entries[@]}"; do printf '%s  %s' "$sep" "$e"; sep=$',\n'; done
