@@ -152,7 +152,8 @@ TEST(PrintedTextSpm, FirstPieceKeepsItsSpace) {
   const auto golden = test::test_data_dir() / "printed_text" / "tiny-llama-spm-f32.json";
   std::ifstream gf(golden);
   ASSERT_TRUE(gf) << "missing golden " << golden;
-  for (const auto& cs : nlohmann::json::parse(gf).at("cases"))
+  const auto cases = nlohmann::json::parse(gf).at("cases");  // a range-for over parse(..).at() reads freed memory
+  for (const auto& cs : cases)
     ASSERT_EQ(cs.at("greedy_text_hex").get<std::string>().substr(0, 2), "20") << "not a leading-space case: " << cs.at("prompt");
   check_printed(shared_model(shared, "tiny-llama-spm-f32"), golden);
 }
