@@ -1,6 +1,5 @@
 #include "fucina/model/ggml_math.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
 

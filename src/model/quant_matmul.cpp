@@ -1,6 +1,5 @@
 #include "fucina/model/quant_matmul.hpp"
 
-#include <bit>
 #include <cmath>
 #include <vector>
 
