@@ -73,6 +73,15 @@ const OwnedValue* Writer::find(std::string_view key) const {
   return it == kv_index_.end() ? nullptr : &kvs_[it->second].second;
 }
 
+void Writer::set_tensor_data(std::string_view name, Bytes data) {
+  const auto it = tensor_index_.find(std::string(name));
+  FUCINA_CHECK(it != tensor_index_.end(), InvalidArgument, "[gguf] no tensor '{}' to replace", name);
+  Tensor& t = tensors_[it->second];
+  FUCINA_CHECK(data.size() == t.size_bytes, InvalidArgument, "[gguf] tensor '{}' takes {} bytes, got {}", name,
+               t.size_bytes, data.size());
+  t.data = data;
+}
+
 std::size_t Writer::add_tensor(std::string_view name, GgmlType type, std::span<const std::int64_t> ne, Bytes data) {
   const auto type_id = static_cast<std::uint32_t>(type);
   FUCINA_CHECK(is_valid_ggml_type(type_id), InvalidArgument, "[gguf] tensor '{}': unknown ggml type {}", name,

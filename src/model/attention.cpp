@@ -24,10 +24,33 @@ std::int64_t split_decode_chunk(std::int64_t n, std::int64_t n_kv, std::int64_t 
 }
 }  // namespace
 
-Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerWeights& w, KvCache& cache,
-                                std::int64_t layer, const Tensor<"seq", "embd">& h,
-                                std::span<const std::int32_t> positions) {
-  const std::int64_t n = h.size<"seq">(), n_past = cache.size(), n_kv = n_past + n;
+Tensor<"seq", "kvh", "grp", "hd"> causal_attention(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q,
+                                                   const Tensor<"seq", "kvh", "hd">& k,
+                                                   const Tensor<"seq", "kvh", "hd">& v,
+                                                   std::span<const std::int64_t> seq_starts, float scale) {
+  FUCINA_CHECK(seq_starts.size() >= 2 && seq_starts.front() == 0 && seq_starts.back() == q.size<"seq">(), InvalidArgument,
+               "[attention] sequence starts must run from 0 to the {} rows", q.size<"seq">());
+  const auto qc = contiguous(ctx, q.detach());
+  const auto kc = contiguous(ctx, k.detach()), vc = contiguous(ctx, v.detach());
+  auto out = Tensor<"seq", "kvh", "grp", "hd">::empty(ctx, qc.sizes());
+  const std::int64_t row = qc.size<"kvh">() * qc.size<"grp">() * qc.size<"hd">();
+  for (std::size_t s = 0; s + 1 < seq_starts.size(); ++s) {
+    const std::int64_t r0 = seq_starts[s], n = seq_starts[s + 1] - r0;
+    FUCINA_CHECK(n > 0, InvalidArgument, "[attention] sequence {} is empty", s);
+    const auto o = prefill_attention(ctx, narrow<"seq">(qc, r0, n), rename<"seq", "kseq">(narrow<"seq">(kc, r0, n)),
+                                     rename<"seq", "kseq">(narrow<"seq">(vc, r0, n)), 0, scale);
+    std::copy_n(o.data().data(), n * row, out.mutable_data().data() + r0 * row);
+  }
+  if (autograd::grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad()))
+    out.set_node(autograd::make_node<CausalAttentionBackward>(
+        {q.node(), k.node(), v.node()}, qc.raw(), kc.raw(), vc.raw(),
+        std::vector<std::int64_t>(seq_starts.begin(), seq_starts.end()), scale));
+  return out;
+}
+
+Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerWeights& w, std::int64_t layer,
+                                const Tensor<"seq", "embd">& h, const Batch& batch) {
+  const std::span<const std::int32_t> positions = batch.positions;
   SharedInput in(ctx, h);
   auto q = split<"qd", "head", "hd">(in.linear(w.wq), c.head_dim);
   auto k = split<"kd", "kvh", "hd">(in.linear(w.wk), c.head_dim);
@@ -38,11 +61,17 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
   }
   q = rope<"seq", "hd">(ctx, q, positions, c.rope_base, c.rope_mode);
   k = rope<"seq", "hd">(ctx, k, positions, c.rope_base, c.rope_mode);
-  cache.store(ctx, layer, k, v);
-
   auto qg = split<"head", "kvh", "grp">(q, c.group());  // head = kvh * grp + g (GQA)
   const float scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
   Tensor<"seq", "kvh", "grp", "hd"> o;
+  if (!batch.cache) {
+    o = causal_attention(ctx, qg, k, v, batch.seq_starts, scale);
+    return linear<"qd">(ctx, merge<"head", "hd", "qd">(merge<"kvh", "grp", "head">(o)), w.wo);
+  }
+
+  KvCache& cache = *batch.cache;
+  const std::int64_t n = h.size<"seq">(), n_past = cache.size(), n_kv = n_past + n;
+  cache.store(ctx, layer, k, v);
   if (cache.dtype() == DType::f16 && (n < kTiledFromRows || c.head_dim % kTiledHeadMultiple != 0)) {
     o = flash_attention_f16(ctx, qg, cache.keys_f16(layer, n_kv), cache.values_f16(layer, n_kv), n_past, scale,
                             split_decode_chunk(n, n_kv, cache.capacity(), ctx.threads()));

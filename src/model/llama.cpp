@@ -8,11 +8,10 @@ Tensor<"seq", "embd"> swiglu_ffn(Context& ctx, const LayerWeights& w, const Tens
   return linear<"ff">(ctx, ff, w.down);
 }
 
-Tensor<"seq", "embd"> llama_block(Context& ctx, const ModelConfig& c, const LayerWeights& w, KvCache& cache,
-                                  std::int64_t layer, const Tensor<"seq", "embd">& x,
-                                  std::span<const std::int32_t> positions, bool last_row_only) {
+Tensor<"seq", "embd"> llama_block(Context& ctx, const ModelConfig& c, const LayerWeights& w, std::int64_t layer,
+                                  const Tensor<"seq", "embd">& x, const Batch& batch, bool last_row_only) {
   auto h = mul(ctx, rms_norm<"embd">(ctx, x, c.rms_eps), w.attn_norm);
-  auto x2 = add(ctx, x, attention(ctx, c, w, cache, layer, h, positions));
+  auto x2 = add(ctx, x, attention(ctx, c, w, layer, h, batch));
   if (last_row_only) x2 = contiguous(ctx, narrow<"seq">(x2, x2.size<"seq">() - 1, 1));
   auto h2 = mul(ctx, rms_norm<"embd">(ctx, x2, c.rms_eps), w.ffn_norm);
   return add(ctx, x2, swiglu_ffn(ctx, w, h2));

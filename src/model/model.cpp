@@ -1,9 +1,12 @@
 #include "fucina/model/model.hpp"
 
 #include <algorithm>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "fucina/autograd/node.hpp"
+#include "fucina/core/ops/checkpoint.hpp"
 #include "fucina/core/ops/index.hpp"
 #include "fucina/model/llama.hpp"
 #include "fucina/model/qwen3_moe.hpp"
@@ -39,25 +42,33 @@ Tensor<"seq", "embd"> embed(Context& ctx, const Weight<"vocab", "embd">& table, 
 
 }  // namespace
 
-Tensor<"seq", "embd"> Model::run_layers(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids,
-                                        bool last_only) const {
-  const auto n = static_cast<std::int64_t>(ids.size());
-  FUCINA_CHECK(n > 0, InvalidArgument, "[forward] no tokens to run");
-  cache.reserve(n);
+void Model::check_ids(std::span<const std::int32_t> ids) const {
+  FUCINA_CHECK(!ids.empty(), InvalidArgument, "[forward] no tokens to run");
   for (std::int32_t id : ids)
     FUCINA_CHECK(id >= 0 && id < config_.n_vocab, IndexOutOfBounds, "[forward] token id {} is outside the vocabulary of {}",
                  id, config_.n_vocab);
-  std::vector<std::int32_t> pos(ids.size());
-  for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<std::int32_t>(cache.size() + static_cast<std::int64_t>(i));
+}
 
+Tensor<"seq", "embd"> Model::run_layers(Context& ctx, std::span<const std::int32_t> ids, const Batch& batch,
+                                        bool last_only, bool checkpoint) const {
   auto x = embed(ctx, weights_.tok_embd, ids);
+  // A checkpointed block is recomputed in backward, after this call returned: it owns its rows.
+  using Rows = std::pair<std::vector<std::int32_t>, std::vector<std::int64_t>>;
+  const auto rows = std::make_shared<const Rows>(Rows{{batch.positions.begin(), batch.positions.end()},
+                                                      {batch.seq_starts.begin(), batch.seq_starts.end()}});
   for (std::int64_t l = 0; l < config_.n_layer; ++l) {
     const LayerWeights& w = weights_.layers[static_cast<std::size_t>(l)];
     const bool prune = last_only && l + 1 == config_.n_layer;
-    x = config_.moe ? qwen3moe_block(ctx, config_, w, cache, l, x, pos, prune)
-                    : llama_block(ctx, config_, w, cache, l, x, pos, prune);
+    if (checkpoint) {
+      auto block = [this, &w, l, rows](Context& c, const Tensor<"seq", "embd">& in) {
+        const Batch b{rows->first, nullptr, rows->second};
+        return config_.moe ? qwen3moe_block(c, config_, w, l, in, b) : llama_block(c, config_, w, l, in, b);
+      };
+      x = fucina::checkpoint(ctx, block, x);
+    } else {
+      x = config_.moe ? qwen3moe_block(ctx, config_, w, l, x, batch, prune) : llama_block(ctx, config_, w, l, x, batch, prune);
+    }
   }
-  cache.advance(n);
   return x;
 }
 
@@ -66,15 +77,50 @@ Tensor<"seq", "vocab"> Model::head(Context& ctx, const Tensor<"seq", "embd">& x)
   return linear<"embd">(ctx, h, weights_.output);
 }
 
+namespace {
+std::vector<std::int32_t> cache_positions(const KvCache& cache, std::size_t n) {
+  std::vector<std::int32_t> pos(n);
+  for (std::size_t i = 0; i < n; ++i) pos[i] = static_cast<std::int32_t>(cache.size() + static_cast<std::int64_t>(i));
+  return pos;
+}
+}  // namespace
+
 Tensor<"vocab"> Model::forward(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const {
   autograd::NoGradGuard no_grad;
-  auto x = run_layers(ctx, cache, ids, true);  // only the last position's logits are needed
+  check_ids(ids);
+  cache.reserve(static_cast<std::int64_t>(ids.size()));
+  const auto pos = cache_positions(cache, ids.size());
+  auto x = run_layers(ctx, ids, Batch{pos, &cache, {}}, true);  // only the last position's logits are needed
+  cache.advance(static_cast<std::int64_t>(ids.size()));
   return select<"seq">(head(ctx, x), 0);
 }
 
 Tensor<"seq", "vocab"> Model::forward_all(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const {
   autograd::NoGradGuard no_grad;
-  return head(ctx, run_layers(ctx, cache, ids, false));
+  check_ids(ids);
+  cache.reserve(static_cast<std::int64_t>(ids.size()));
+  const auto pos = cache_positions(cache, ids.size());
+  auto x = run_layers(ctx, ids, Batch{pos, &cache, {}}, false);
+  cache.advance(static_cast<std::int64_t>(ids.size()));
+  return head(ctx, x);
+}
+
+Tensor<"seq", "vocab"> Model::forward_train(Context& ctx, std::span<const std::int32_t> ids,
+                                            std::span<const std::int64_t> seq_starts, bool checkpoint) const {
+  check_ids(ids);
+  const auto n = static_cast<std::int64_t>(ids.size());
+  std::vector<std::int64_t> starts(seq_starts.begin(), seq_starts.end());
+  if (starts.empty()) starts = {0, n};
+  FUCINA_CHECK(starts.front() == 0 && starts.back() == n && std::is_sorted(starts.begin(), starts.end()), InvalidArgument,
+               "[forward_train] sequence starts must rise from 0 to the {} tokens", n);
+  std::vector<std::int32_t> pos(ids.size());
+  for (std::size_t s = 0; s + 1 < starts.size(); ++s) {
+    FUCINA_CHECK(starts[s + 1] - starts[s] <= config_.n_ctx_train, InvalidArgument,
+                 "[forward_train] a sequence of {} tokens is longer than the model's context {}", starts[s + 1] - starts[s],
+                 config_.n_ctx_train);
+    for (std::int64_t i = starts[s]; i < starts[s + 1]; ++i) pos[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i - starts[s]);
+  }
+  return head(ctx, run_layers(ctx, ids, Batch{pos, nullptr, starts}, false, checkpoint));
 }
 
 Tensor<"vocab"> Model::prefill(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids, std::int64_t n_batch) const {

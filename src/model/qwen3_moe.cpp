@@ -17,30 +17,36 @@ namespace {
 // renormalized by their sum (ggml_sum_rows sums in double; clamped below at 2^-14).
 struct Routing {
   std::vector<std::int32_t> expert;  // [token][slot]
-  std::vector<float> weight;         // [token][slot]
+  Tensor<"seq", "slot"> weight;      // differentiable in the router logits
 };
 
 Routing route(Context& ctx, const ModelConfig& c, const LayerWeights& w, const Tensor<"seq", "embd">& h) {
   const std::int64_t n = h.size<"seq">(), k = c.n_expert_used, ne = c.n_expert;
-  const auto logits = linear<"embd">(ctx, h, w.router).to_vector();  // <seq, expert>
-  Routing r{std::vector<std::int32_t>(static_cast<std::size_t>(n * k)), std::vector<float>(static_cast<std::size_t>(n * k))};
-  std::vector<float> probs(static_cast<std::size_t>(ne));
+  const auto logits_t = linear<"embd">(ctx, h, w.router);  // <seq, expert>
+  const auto logits = logits_t.to_vector();
+  std::vector<std::int32_t> chosen(static_cast<std::size_t>(n * k));
+  std::vector<float> weight(static_cast<std::size_t>(n * k)), probs(static_cast<std::size_t>(n * ne)), sums(static_cast<std::size_t>(n));
   std::vector<std::int32_t> order(static_cast<std::size_t>(ne));
   for (std::int64_t t = 0; t < n; ++t) {
-    softmax_ggml(logits.data() + t * ne, probs.data(), ne);
+    float* p = probs.data() + t * ne;
+    softmax_ggml(logits.data() + t * ne, p, ne);
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
-      return probs[static_cast<std::size_t>(a)] > probs[static_cast<std::size_t>(b)];
-    });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::int32_t a, std::int32_t b) { return p[a] > p[b]; });
     double total = 0;
-    for (std::int64_t s = 0; s < k; ++s) total += static_cast<double>(probs[static_cast<std::size_t>(order[static_cast<std::size_t>(s)])]);
+    for (std::int64_t s = 0; s < k; ++s) total += static_cast<double>(p[order[static_cast<std::size_t>(s)]]);
     const float sum = std::max(static_cast<float>(total), 6.103515625e-5f);
+    sums[static_cast<std::size_t>(t)] = sum;
     for (std::int64_t s = 0; s < k; ++s) {
       const auto e = order[static_cast<std::size_t>(s)];
-      r.expert[static_cast<std::size_t>(t * k + s)] = e;
-      r.weight[static_cast<std::size_t>(t * k + s)] = probs[static_cast<std::size_t>(e)] / sum;
+      chosen[static_cast<std::size_t>(t * k + s)] = e;
+      weight[static_cast<std::size_t>(t * k + s)] = p[e] / sum;
     }
   }
+  Routing r{chosen, Tensor<"seq", "slot">::from_data(ctx, {n, k}, weight)};
+  if (autograd::grad_enabled() && logits_t.requires_grad())
+    r.weight.set_node(autograd::make_node<RouterWeightsBackward>({logits_t.node()}, std::move(probs), std::move(chosen),
+                                                                 std::move(sums), ne, k));
   return r;
 }
 
@@ -51,30 +57,32 @@ Tensor<"seq", "embd"> moe_ffn(Context& ctx, const ModelConfig& c, const LayerWei
   const std::int64_t n = h.size<"seq">(), k = c.n_expert_used, embd = c.n_embd;
   const Routing routing = route(ctx, c, w, h);
   const std::vector<std::int32_t>& sel = routing.expert;
-  const std::vector<float>& wts = routing.weight;
+  const auto weights = merge<"seq", "slot", "ts">(routing.weight);  // [token·k + slot]
 
   std::vector<float> slots(static_cast<std::size_t>(n * k * embd));  // [token][slot][embd]
-  std::vector<std::int32_t> rows;  // (token, slot) pairs routed to the current expert
-  std::vector<float> row_w;
+  std::vector<std::vector<std::int32_t>> expert_rows;  // per active expert: its (token·k + slot)s
+  std::vector<autograd::NodeRef> expert_nodes;
+  bool grad = false;
+  std::vector<std::int32_t> rows;
   for (std::int64_t e = 0; e < c.n_expert; ++e) {
     rows.clear();
-    row_w.clear();
     for (std::int64_t i = 0; i < n * k; ++i)
-      if (sel[static_cast<std::size_t>(i)] == e) {
-        rows.push_back(static_cast<std::int32_t>(i));
-        row_w.push_back(wts[static_cast<std::size_t>(i)]);
-      }
+      if (sel[static_cast<std::size_t>(i)] == e) rows.push_back(static_cast<std::int32_t>(i));
     if (rows.empty()) continue;
     const auto m = static_cast<std::int64_t>(rows.size());
     std::vector<std::int32_t> tok(rows.size());
     for (std::size_t r = 0; r < rows.size(); ++r) tok[r] = static_cast<std::int32_t>(rows[r] / k);
     auto xe = gather<"seq">(ctx, h, TensorT<DType::i32, "tok">::from_data(ctx, {m}, tok));  // <tok, embd>
+    auto row_w = gather<"ts">(ctx, weights, TensorT<DType::i32, "tok">::from_data(ctx, {m}, rows));
     auto ff = swiglu_ggml(ctx, linear<"embd">(ctx, xe, w.gate_exps.expert(e)), linear<"embd">(ctx, xe, w.up_exps.expert(e)));
-    auto ye = mul(ctx, linear<"eff">(ctx, ff, w.down_exps.expert(e)), Tensor<"tok">::from_data(ctx, {m}, row_w));
+    auto ye = mul(ctx, linear<"eff">(ctx, ff, w.down_exps.expert(e)), row_w);
     const float* y = ye.data().data();
     for (std::int64_t r = 0; r < m; ++r)  // scatter back to (token, slot)
       std::memcpy(slots.data() + static_cast<std::int64_t>(rows[static_cast<std::size_t>(r)]) * embd, y + r * embd,
                   static_cast<std::size_t>(embd) * sizeof(float));
+    grad = grad || ye.requires_grad();
+    expert_rows.push_back(rows);
+    expert_nodes.push_back(ye.node());
   }
   // Σ over slots in slot order, one f32 add at a time (llama.cpp's chain of ggml_add).
   auto out = Tensor<"seq", "embd">::empty(ctx, {n, embd});
@@ -85,14 +93,15 @@ Tensor<"seq", "embd"> moe_ffn(Context& ctx, const ModelConfig& c, const LayerWei
     for (std::int64_t s = 1; s < k; ++s)
       for (std::int64_t d = 0; d < embd; ++d) o[t * embd + d] += s0[s * embd + d];
   }
+  if (autograd::grad_enabled() && grad)
+    out.set_node(autograd::make_node<MoeCombineBackward>(std::move(expert_nodes), std::move(expert_rows), k));
   return out;
 }
 
-Tensor<"seq", "embd"> qwen3moe_block(Context& ctx, const ModelConfig& c, const LayerWeights& w, KvCache& cache,
-                                     std::int64_t layer, const Tensor<"seq", "embd">& x,
-                                     std::span<const std::int32_t> positions, bool last_row_only) {
+Tensor<"seq", "embd"> qwen3moe_block(Context& ctx, const ModelConfig& c, const LayerWeights& w, std::int64_t layer,
+                                     const Tensor<"seq", "embd">& x, const Batch& batch, bool last_row_only) {
   auto h = mul(ctx, rms_norm<"embd">(ctx, x, c.rms_eps), w.attn_norm);
-  auto x2 = add(ctx, x, attention(ctx, c, w, cache, layer, h, positions));
+  auto x2 = add(ctx, x, attention(ctx, c, w, layer, h, batch));
   if (last_row_only) x2 = contiguous(ctx, narrow<"seq">(x2, x2.size<"seq">() - 1, 1));  // as llama_block
   auto h2 = mul(ctx, rms_norm<"embd">(ctx, x2, c.rms_eps), w.ffn_norm);
   return add(ctx, x2, moe_ffn(ctx, c, w, h2));

@@ -94,6 +94,8 @@ class Writer {
     return add_tensor(info.name, info.type, info.shape(), data);
   }
   std::span<const Tensor> tensors() const { return tensors_; }
+  // Replaces the borrowed bytes of tensor `name` (same type and size; a trained copy).
+  void set_tensor_data(std::string_view name, Bytes data);
 
   // ---- layout (depends on the alignment at the time of the call) ----
   std::uint64_t tensor_offset(std::size_t index) const;  // relative to the data section

@@ -21,9 +21,25 @@
 
 namespace fucina::model {
 
-// h: the normed hidden states of the new tokens at `positions` (cache.size() onwards).
-Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& config, const LayerWeights& w, KvCache& cache,
-                                std::int64_t layer, const Tensor<"seq", "embd">& h,
-                                std::span<const std::int32_t> positions);
+// The rows of one forward (Note [One forward] in model.hpp). Inference: new tokens of one
+// sequence at `positions`, after the rows in `cache`. Training (no cache): whole sequences,
+// rows [seq_starts[i], seq_starts[i + 1]) being sequence i, at positions 0, 1, ...
+struct Batch {
+  std::span<const std::int32_t> positions;
+  KvCache* cache = nullptr;
+  std::span<const std::int64_t> seq_starts;
+};
+
+// h: the normed hidden states of the batch's rows.
+Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& config, const LayerWeights& w, std::int64_t layer,
+                                const Tensor<"seq", "embd">& h, const Batch& batch);
+
+// Every row over the rows of its own sequence up to itself (seq_starts as in Batch), with
+// prefill_attention's arithmetic on f32 keys and values (what an f32 KV cache gives), and
+// a backward (CausalAttentionBackward).
+Tensor<"seq", "kvh", "grp", "hd"> causal_attention(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q,
+                                                   const Tensor<"seq", "kvh", "hd">& k,
+                                                   const Tensor<"seq", "kvh", "hd">& v,
+                                                   std::span<const std::int64_t> seq_starts, float scale);
 
 }  // namespace fucina::model

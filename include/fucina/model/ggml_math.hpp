@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "fucina/fucina.hpp"
+#include "fucina/model/backward.hpp"
 
 namespace fucina::model {
 
@@ -39,7 +40,7 @@ void swiglu_ggml(const float* gate, const float* up, float* y, std::int64_t n);
 // in double), then y *= (float)(1 / sum).
 void softmax_ggml(const float* x, float* y, std::int64_t n);
 
-// silu(gate) · up row by row (ggml's blocks of 16 restart on every row).
+// silu(gate) · up row by row (ggml's blocks of 16 restart on every row), differentiable.
 template <TagName R, TagName C>
 Tensor<R, C> swiglu_ggml(Context& ctx, const Tensor<R, C>& gate, const Tensor<R, C>& up) {
   const auto g = contiguous(ctx, gate), u = contiguous(ctx, up);
@@ -53,6 +54,8 @@ Tensor<R, C> swiglu_ggml(Context& ctx, const Tensor<R, C>& gate, const Tensor<R,
   ctx.pool().parallel_range(rows, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, n)), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t r = b; r < e; ++r) swiglu_ggml(gp + r * n, up_p + r * n, yp + r * n, n);
   });
+  if (autograd::grad_enabled() && (gate.requires_grad() || up.requires_grad()))
+    y.set_node(autograd::make_node<SwigluBackward>({gate.node(), up.node()}, g.raw(), u.raw()));
   return y;
 }
 

@@ -13,8 +13,7 @@ Tensor<"seq", "embd"> swiglu_ffn(Context& ctx, const LayerWeights& w, const Tens
 
 // last_row_only: after attention keep only the last row (llama.cpp's inp_out_ids pruning
 // in the last layer), so the FFN runs on one row, with ggml's one-row (vec_dot) sums.
-Tensor<"seq", "embd"> llama_block(Context& ctx, const ModelConfig& config, const LayerWeights& w, KvCache& cache,
-                                  std::int64_t layer, const Tensor<"seq", "embd">& x,
-                                  std::span<const std::int32_t> positions, bool last_row_only = false);
+Tensor<"seq", "embd"> llama_block(Context& ctx, const ModelConfig& config, const LayerWeights& w, std::int64_t layer,
+                                  const Tensor<"seq", "embd">& x, const Batch& batch, bool last_row_only = false);
 
 }  // namespace fucina::model

@@ -6,10 +6,19 @@
 // cache.size() .. cache.size() + n - 1 in one batch, appends their K/V and returns the
 // logits of the last one (llama.cpp's default output row). prefill() splits a long
 // prompt into batches of n_batch; decoding is forward() with one token.
+//
+// Note [One forward]: training runs the same blocks, weights and kernels as inference;
+// forward_train() differs only in where its rows come from (whole sequences, no cache,
+// every row's logits) and in recording autograd nodes, which every op of the forward has
+// (model/backward.hpp). Variables are what the caller makes of the weights: LoRA factors
+// attached with Weight::add_lora, or f32 copies of the weights as variables (full
+// training). Attention over the sequence takes prefill_attention's arithmetic on f32 K/V,
+// so the training logits equal, bit for bit, forward_all() over an f32 KV cache.
 #include <filesystem>
 #include <span>
 
 #include "fucina/gguf/reader.hpp"
+#include "fucina/model/attention.hpp"
 #include "fucina/model/kv_cache.hpp"
 #include "fucina/model/weights.hpp"
 
@@ -24,6 +33,8 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
+  // For attaching adapters or trainable copies (Note [One forward]).
+  ModelWeights& mutable_weights() { return weights_; }
   const gguf::Reader& file() const { return file_; }
 
   // n_ctx <= 0 means the context length from the metadata.
@@ -35,11 +46,19 @@ class Model {
   Tensor<"vocab"> prefill(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids,
                           std::int64_t n_batch = 512) const;
 
+  // Logits of every row, recording autograd nodes where weights are variables: rows
+  // [seq_starts[i], seq_starts[i + 1]) of ids are sequence i, from position 0 (empty
+  // seq_starts: one sequence). checkpoint: keep only each block's input, recompute the
+  // block in backward (less memory, one more forward).
+  Tensor<"seq", "vocab"> forward_train(Context& ctx, std::span<const std::int32_t> ids,
+                                       std::span<const std::int64_t> seq_starts = {}, bool checkpoint = false) const;
+
  private:
   Model(gguf::Reader file, const LoadOptions& options);
+  void check_ids(std::span<const std::int32_t> ids) const;
   // last_only: the last layer's FFN runs on the last row only (llama.cpp's output pruning).
-  Tensor<"seq", "embd"> run_layers(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids,
-                                   bool last_only) const;
+  Tensor<"seq", "embd"> run_layers(Context& ctx, std::span<const std::int32_t> ids, const Batch& batch,
+                                   bool last_only, bool checkpoint = false) const;
   Tensor<"seq", "vocab"> head(Context& ctx, const Tensor<"seq", "embd">& x) const;
   gguf::Reader file_;
   ModelConfig config_;

@@ -5,7 +5,9 @@
 // probs = softmax(router · h) over experts; the top-k experts by prob are picked per
 // token; their probs are renormalized to sum to 1 (sum clamped at 2^-14); the output is
 // Σ_slot weight · down(silu(gate(h)) * up(h)), summed in slot order (highest prob first).
-// Each expert runs once on the batch of rows that picked it.
+// Each expert runs once on the batch of rows that picked it. Differentiable: the weights
+// take RouterWeightsBackward (through the softmax and the renormalization; the choice
+// itself is a constant), the expert rows a gather, the slot sum MoeCombineBackward.
 #include "fucina/model/attention.hpp"
 #include "fucina/model/ggml_math.hpp"
 
@@ -14,8 +16,7 @@ namespace fucina::model {
 Tensor<"seq", "embd"> moe_ffn(Context& ctx, const ModelConfig& config, const LayerWeights& w,
                               const Tensor<"seq", "embd">& h);
 
-Tensor<"seq", "embd"> qwen3moe_block(Context& ctx, const ModelConfig& config, const LayerWeights& w, KvCache& cache,
-                                     std::int64_t layer, const Tensor<"seq", "embd">& x,
-                                     std::span<const std::int32_t> positions, bool last_row_only = false);
+Tensor<"seq", "embd"> qwen3moe_block(Context& ctx, const ModelConfig& config, const LayerWeights& w, std::int64_t layer,
+                                     const Tensor<"seq", "embd">& x, const Batch& batch, bool last_row_only = false);
 
 }  // namespace fucina::model

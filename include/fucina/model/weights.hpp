@@ -9,18 +9,32 @@
 #include <vector>
 
 #include "fucina/fucina.hpp"
+#include "fucina/model/backward.hpp"
 #include "fucina/model/config.hpp"
 #include "fucina/model/f16_matmul.hpp"
 #include "fucina/model/quant_matmul.hpp"
 
 namespace fucina::model {
 
-// A [Out, In] matrix stored as f32, f16 or a ggml block-quantized type.
+// A low-rank update of a [Out, In] matrix (LoRA): W'x = Wx + scale·B(Ax), as llama.cpp's
+// build_lora_mm applies an adapter (scale = user scale · alpha / rank). a and b may be
+// variables (training).
+template <TagName Out, TagName In>
+struct LoraFactors {
+  Tensor<"rank", In> a;
+  Tensor<Out, "rank"> b;
+  float scale = 1.f;
+};
+
+// A [Out, In] matrix stored as f32, f16 or a ggml block-quantized type, with any LoRA
+// adapters applied on top. An f32 matrix may be a variable (full-parameter training).
 template <TagName Out, TagName In>
 class Weight {
  public:
   using F32 = TensorT<DType::f32, Out, In>;
   using F16 = TensorT<DType::f16, Out, In>;
+  using LoraA = Tensor<"rank", In>;
+  using LoraB = Tensor<Out, "rank">;
   Weight() = default;
   explicit Weight(F32 w, GgmlOrder order = GgmlOrder::tiled) : f32_(std::move(w)), order_(order) {}
   explicit Weight(F16 w, GgmlOrder order = GgmlOrder::tiled) : f16_(std::move(w)), order_(order) {}
@@ -35,14 +49,28 @@ class Weight {
     if (is_quant()) return q_.rows;
     return is_f16() ? f16_.template size<Out>() : f32_.template size<Out>();
   }
+  std::int64_t cols() const {
+    if (is_quant()) return q_.cols;
+    return is_f16() ? f16_.template size<In>() : f32_.template size<In>();
+  }
   // Which ggml summation order a product of >= 2 rows follows (Note [ggml summation order]).
   GgmlOrder order() const { return order_; }
+  // The stored rows, for the input gradient (Note [Frozen weight gradient]).
+  WeightRows rows_source() const {
+    if (is_quant()) return WeightRows{{}, q_};
+    return WeightRows{is_f16() ? f16_.raw() : f32_.raw(), {}};
+  }
+  bool requires_grad() const { return f32_.requires_grad(); }
+  const std::vector<LoraFactors<Out, In>>& lora() const { return lora_; }
+  void add_lora(LoraFactors<Out, In> f) { lora_.push_back(std::move(f)); }
+  void clear_lora() { lora_.clear(); }
 
  private:
   F32 f32_;
   F16 f16_;
   QuantMatrix q_;
   GgmlOrder order_ = GgmlOrder::tiled;
+  std::vector<LoraFactors<Out, In>> lora_;
 };
 
 namespace detail {
@@ -55,22 +83,44 @@ Tensor<R, C> f16_rounded(Context& ctx, const Tensor<R, C>& x) {
   return xr;
 }
 
-// xr (contiguous; already f16-rounded for an f16 weight) · Wᵀ for an f16 or f32 weight.
-template <TagName C, TagName R, TagName Out>
-Tensor<R, Out> linear_ggml(Context& ctx, const Tensor<R, C>& xr, const Weight<Out, C>& w) {
-  const RawTensor& wr = w.is_f16() ? w.f16().raw() : w.f32().raw();
+// xr (contiguous; already f16-rounded for an f16 weight) · Wᵀ for an f16 or f32 matrix
+// wr [Out, C] with unit column stride.
+template <TagName Out, TagName C, TagName R>
+Tensor<R, Out> linear_ggml(Context& ctx, const Tensor<R, C>& xr, const RawTensor& wr, GgmlOrder tiled_order) {
   const std::int64_t k = xr.template size<C>(), n = xr.template size<R>(), n_out = wr.shape[0];
   FUCINA_ASSERT(wr.strides[1] == 1);
   auto y = Tensor<R, Out>::empty(ctx, {n, n_out});
   // tinyBLAS only runs for >= 2 activation rows (llamafile_sgemm returns early for one:
   // decode, the output head) and only takes k % 16 == 0, rows % 4 == 0; else ggml_vec_dot.
-  const GgmlOrder order = n >= 2 && k % 16 == 0 && n_out % 4 == 0 ? w.order() : GgmlOrder::vec;
-  if (w.is_f16())
+  const GgmlOrder order = n >= 2 && k % 16 == 0 && n_out % 4 == 0 ? tiled_order : GgmlOrder::vec;
+  if (wr.dtype == DType::f16)
     matmul_f16(ctx.pool(), xr.data().data(), n, k, wr.template data<Half>(), wr.strides[0], n_out,
                y.mutable_data().data(), order);
   else
     matmul_f32(ctx.pool(), xr.data().data(), n, k, wr.template data<float>(), wr.strides[0], n_out,
                y.mutable_data().data(), order);
+  return y;
+}
+
+// Links the backward of y = x·Wᵀ when x or W takes a gradient; `used` is the contiguous
+// x the product read (saved only for W's gradient); w_node: W's node when W is a variable.
+template <TagName C, TagName R, TagName Out>
+void link_linear(Tensor<R, Out>& y, const Tensor<R, C>& x, const Tensor<R, C>& used, WeightRows rows,
+                 const autograd::NodeRef& w_node) {
+  if (!autograd::grad_enabled() || (!x.requires_grad() && !w_node)) return;
+  y.set_node(autograd::make_node<LinearBackward>({x.node(), w_node}, std::move(rows), w_node ? used.raw() : RawTensor{}));
+}
+
+// x·Wᵀ for an f32 matrix held as a tensor (a LoRA factor), in ggml's f32 order.
+template <TagName C, TagName R, TagName Out>
+Tensor<R, Out> linear_f32(Context& ctx, const Tensor<R, C>& x, const Tensor<Out, C>& w) {
+  FUCINA_CHECK(x.template size<C>() == w.template size<C>(), ShapeMismatch,
+               "[linear] contracted axis '{}' is {} on the left, {} on the right", C.view(), x.template size<C>(),
+               w.template size<C>());
+  const auto used = contiguous(ctx, x);
+  const RawTensor wr = w.raw().strides[1] == 1 ? w.raw() : contiguous(ctx, w.detach()).raw();
+  auto y = linear_ggml<Out>(ctx, used, wr, GgmlOrder::tiled);
+  link_linear(y, x, used, WeightRows{wr, {}}, w.node());
   return y;
 }
 
@@ -82,20 +132,45 @@ void check_contracted(const Tensor<R, C>& x, const Weight<Out, C>& w) {
 }
 }  // namespace detail
 
+namespace detail {
+// x·Wᵀ of the stored matrix alone; `rounded`: x already rounded to f16 (or undefined).
+template <TagName C, TagName R, TagName Out>
+Tensor<R, Out> stored_linear(Context& ctx, const Tensor<R, C>& x, const Tensor<R, C>& rounded, const Weight<Out, C>& w) {
+  check_contracted(x, w);
+  Tensor<R, Out> y;
+  Tensor<R, C> used;
+  if (w.is_quant()) {
+    used = contiguous(ctx, x);
+    y = Tensor<R, Out>::empty(ctx, {x.template size<R>(), w.quant().rows});
+    matmul_quant(ctx.pool(), used.data().data(), x.template size<R>(), w.quant(), y.mutable_data().data());
+  } else if (w.is_f16()) {
+    y = linear_ggml<Out>(ctx, rounded.defined() ? rounded : f16_rounded(ctx, x), w.f16().raw(), w.order());
+  } else {
+    used = contiguous(ctx, x);
+    y = linear_ggml<Out>(ctx, used, w.f32().raw(), w.order());
+  }
+  link_linear(y, x, used, w.rows_source(), w.requires_grad() ? w.f32().node() : autograd::NodeRef{});
+  return y;
+}
+
+// y + Σ scale·B(Ax) over W's adapters, in build_lora_mm's order.
+template <TagName C, TagName R, TagName Out>
+Tensor<R, Out> add_lora(Context& ctx, const Tensor<R, C>& x, const Weight<Out, C>& w, Tensor<R, Out> y) {
+  for (const LoraFactors<Out, C>& f : w.lora()) {
+    auto ax = linear_f32(ctx, x, f.a);
+    auto bax = linear_f32(ctx, ax, f.b);
+    y = add(ctx, y, mul(ctx, bax, f.scale));
+  }
+  return y;
+}
+}  // namespace detail
+
 // x · Wᵀ contracting In, by name: Tensor<R, In> · Weight<Out, In> -> Tensor<R, Out>, with
-// llama.cpp's numerics for each weight format. Inference only: the quantized and f16 arms
-// record no autograd node (the f32 arm is the core dot).
+// llama.cpp's numerics for each weight format, LoRA adapters applied. Records its backward
+// when x or W takes a gradient (Note [Frozen weight gradient]).
 template <TagName C, TagName R, TagName Out>
 Tensor<R, Out> linear(Context& ctx, const Tensor<R, C>& x, const Weight<Out, C>& w) {
-  detail::check_contracted(x, w);
-  if (w.is_quant()) {
-    const auto xc = contiguous(ctx, x);
-    auto y = Tensor<R, Out>::empty(ctx, {x.template size<R>(), w.quant().rows});
-    matmul_quant(ctx.pool(), xc.data().data(), x.template size<R>(), w.quant(), y.mutable_data().data());
-    return y;
-  }
-  if (!w.is_f16()) return detail::linear_ggml(ctx, contiguous(ctx, x), w);
-  return detail::linear_ggml(ctx, detail::f16_rounded(ctx, x), w);
+  return detail::add_lora(ctx, x, w, detail::stored_linear(ctx, x, {}, w));
 }
 
 // One left operand of several linear()s (q/k/v, gate/up): the f16 rounding pass runs once,
@@ -106,10 +181,8 @@ class SharedInput {
   SharedInput(Context& ctx, const Tensor<R, C>& x) : ctx_(ctx), x_(x) {}
   template <TagName Out>
   Tensor<R, Out> linear(const Weight<Out, C>& w) {
-    if (!w.is_f16()) return model::linear<C>(ctx_, x_, w);
-    detail::check_contracted(x_, w);
-    if (!rounded_.defined()) rounded_ = detail::f16_rounded(ctx_, x_);
-    return detail::linear_ggml(ctx_, rounded_, w);
+    if (w.is_f16() && !rounded_.defined()) rounded_ = detail::f16_rounded(ctx_, x_);
+    return detail::add_lora(ctx_, x_, w, detail::stored_linear(ctx_, x_, rounded_, w));
   }
 
  private:
@@ -131,6 +204,7 @@ class ExpertWeights {
     FUCINA_ASSERT(n_expert_ > 0 && q_.rows % n_expert_ == 0);
   }
   bool is_quant() const { return q_.data != nullptr; }
+  bool defined() const { return is_quant() || f16_.defined() || f32_.defined(); }
   std::int64_t n_expert() const {
     if (is_quant()) return n_expert_;
     return f16_.defined() ? f16_.template size<"expert">() : f32_.template size<"expert">();

@@ -1,0 +1,53 @@
+#pragma once
+// What a training run updates (Note [One forward] in model.hpp), named as the GGUF names
+// them: LoRA factors attached to chosen matrices ("<matrix>.lora_a" / ".lora_b", the names
+// of llama.cpp's adapter files), or every weight of the model as an f32 variable (full
+// training; the values are copies, the mapped file is never written).
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fucina/autograd/node.hpp"
+#include "fucina/gguf/reader.hpp"
+#include "fucina/model/weights.hpp"
+#include "fucina/optim/param.hpp"
+
+namespace fucina::model {
+
+struct Trainable {
+  std::string name;
+  RawTensor value;         // f32, contiguous, updated in place by the optimizer
+  autograd::NodeRef leaf;  // the variable's leaf node: its accumulated gradient
+};
+
+// The optimizer's view: value, gradient (empty before the first backward), shape.
+optim::ParamRef param_ref(const Trainable& t);
+// Drops every accumulated gradient (before the next step's backward).
+void zero_grads(std::span<const Trainable> params);
+
+// Matrices a LoRA may adapt, by llama.cpp's short names.
+inline constexpr std::string_view lora_target_names[] = {"q", "k", "v", "o", "gate", "up", "down"};
+
+struct LoraSpec {
+  std::int64_t rank = 8;
+  float alpha = 16.f;                                  // scale = alpha / rank
+  std::vector<std::string> targets{"q", "k", "v", "o"};  // from lora_target_names
+  std::uint64_t seed = 0;
+};
+
+// Parses "q,k,v,o" (any of lora_target_names, or "all"); InvalidArgument naming a bad one.
+std::vector<std::string> parse_lora_targets(std::string_view list);
+
+// Attaches trainable LoRA factors to every targeted matrix of every layer: A uniform in
+// ±1/sqrt(n_in) (PEFT's default), B zero, so training starts from the base model.
+// Unsupported: FFN targets on a mixture-of-experts model.
+std::vector<Trainable> attach_lora(Context& ctx, ModelWeights& w, const ModelConfig& c, const LoraSpec& spec);
+
+// Every matrix and norm as an f32 variable (f16 and BF16 widened). Unsupported for a
+// block-quantized matrix, with the advice to train a LoRA instead.
+std::vector<Trainable> make_trainable(Context& ctx, ModelWeights& w, const ModelConfig& c);
+
+}  // namespace fucina::model
