@@ -65,10 +65,10 @@ class TrainForward : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TrainForward, LogitsEqualInference) {
   const Case& c = GetParam();
+  Context ctx({.threads = 2});  // before the model, whose adapters it allocates
   const auto path = make_model(c);
   auto m = model::Model::load(path);
   std::filesystem::remove(path);
-  Context ctx({.threads = 2});
   const std::int64_t vocab = m.config().n_vocab;
   // Two sequences, one under and one over llama.cpp's 64-row tiled threshold.
   const auto a = tokens(21, vocab, 1), b = tokens(70, vocab, 2);
@@ -95,10 +95,10 @@ TEST_P(TrainForward, LogitsEqualInference) {
 
 TEST_P(TrainForward, ZeroLoraChangesNothingAndGetsGradients) {
   const Case& c = GetParam();
+  Context ctx({.threads = 2});  // before the model, whose adapters it allocates
   const auto path = make_model(c);
   auto m = model::Model::load(path);
   std::filesystem::remove(path);
-  Context ctx({.threads = 2});
   const auto ids = tokens(33, m.config().n_vocab, 3);
   const auto plain = m.forward_train(ctx, ids).to_vector();
 
