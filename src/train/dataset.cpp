@@ -112,18 +112,25 @@ void add_chat(const nlohmann::json& messages, const gguf::Reader& model, const E
   for (std::size_t i = 0; i < msgs.size(); ++i) {
     if (msgs[i].role != "assistant") continue;
     any = true;
-    const Tokens before = render(i, true), with = render(i + 1, false);
-    if (!is_prefix(before, with) || !is_prefix(with, tokens))
-      at.fail(fmt::format("the chat template renders messages[{}] (assistant) differently once later messages follow; "
-                          "split the conversation after it",
+    const Tokens before = render(i, true);
+    if (!is_prefix(before, tokens))
+      at.fail(fmt::format("the chat template renders the messages before messages[{}] (assistant) differently once "
+                          "later messages follow; split the conversation there",
                           i));
-    // The turn's tokens up to and including its last end-of-generation token.
-    std::size_t end = with.size();
-    for (std::size_t j = with.size(); j > before.size(); --j)
-      if (enc.tok().is_eog(with[j - 1])) {
-        end = j;
-        break;
-      }
+    // The turn: up to and including its end-of-turn token; for a template without one,
+    // what rendering the turn adds.
+    std::size_t end = before.size();
+    while (end < tokens.size() && !enc.tok().is_eog(tokens[end])) ++end;
+    if (end < tokens.size()) {
+      ++end;
+    } else {
+      const Tokens with = render(i + 1, false);
+      if (!is_prefix(with, tokens))
+        at.fail(fmt::format("the chat template renders messages[{}] (assistant) differently once later messages "
+                            "follow; split the conversation after it",
+                            i));
+      end = with.size();
+    }
     std::fill(loss.begin() + static_cast<std::ptrdiff_t>(before.size()), loss.begin() + static_cast<std::ptrdiff_t>(end), 1);
   }
   if (!any) at.fail("a conversation needs at least one \"assistant\" message to learn from");

@@ -215,6 +215,57 @@ TEST_F(Dataset, ChatMasksAssistantTurnsLlama3) {
   expect_assistant_masks(model, "<|eot_id|>", write("chat.jsonl", k_conversations));
 }
 
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// The vocabulary's GGUF with `tmpl` as its chat template.
+fucina::gguf::Reader with_template(const fucina::gguf::Reader& vocab, const std::string& tmpl) {
+  auto w = fucina::gguf::Writer::from_reader(vocab);
+  w.set_string("tokenizer.chat_template", tmpl);
+  return fucina::gguf::Reader::parse(w.to_bytes());
+}
+
+// The models' own templates (tests/data/train/*.jinja, from llama.cpp's models/templates):
+// Llama 3.1's system preamble (knowledge/today dates) is never trained; Qwen3's puts an
+// empty think block before the last assistant turn (after the last user message), which
+// the model generates too, so it is trained with that turn.
+TEST_F(Dataset, ChatMasksWithTheRealLlama31AndQwen3Templates) {
+  FUCINA_REQUIRE_SHARED(shared);
+  const auto dir = fucina::test::test_data_dir() / "train";
+  const auto file = write("chat.jsonl", k_conversations);
+  {
+    const auto model = with_template(fucina::gguf::Reader::open(shared / "vocab" / "ggml-vocab-llama-bpe.gguf"),
+                                     read_text(dir / "meta-llama-Llama-3.1-8B-Instruct.jinja"));
+    expect_assistant_masks(model, "<|eot_id|>", file);
+  }
+  const auto model = with_template(fucina::gguf::Reader::open(shared / "vocab" / "ggml-vocab-qwen2.gguf"),
+                                   read_text(dir / "Qwen-Qwen3-0.6B.jinja"));
+  const Tokenizer tok(fucina::tokenizer::load_tokenizer_data(model));
+  const auto ds = ft::load_dataset(file, model, tok, 4096);
+  ASSERT_EQ(ds.examples.size(), 2u);
+  EXPECT_EQ(masked_spans(tok, ds.examples[0]), (std::vector<std::string>{"<think>\n\n</think>\n\nParis.<|im_end|>"}));
+  EXPECT_EQ(masked_spans(tok, ds.examples[1]),
+            (std::vector<std::string>{"It is 4.<|im_end|>", "<think>\n\n</think>\n\nYes, 5 is one more than 4.<|im_end|>"}));
+}
+
+// A template whose text before a turn changes once later messages follow cannot be masked
+// from one render; a template that fails is named with the line.
+TEST_F(Dataset, ChatTemplatesThatCannotBeMaskedAreErrors) {
+  const auto synth = synth_model();
+  const auto counting = with_template(synth, "{{ messages|length }}{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}");
+  const Tokenizer tok(fucina::tokenizer::load_tokenizer_data(counting));
+  const auto file = write("c.jsonl", R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})");
+  EXPECT_EQ(error_of([&] { ft::load_dataset(file, counting, tok, 64); }),
+            fmt::format("[dataset] {}:1: the chat template renders the messages before messages[1] (assistant) "
+                        "differently once later messages follow; split the conversation there",
+                        file.string()));
+  const auto raising = with_template(synth, "{{ raise_exception('no training here') }}");
+  EXPECT_EQ(error_of([&] { ft::load_dataset(file, raising, tok, 64); }),
+            fmt::format("[dataset] {}:1: the chat template failed: [jinja] line 1:19: raise_exception: no training here", file.string()));
+}
+
 TEST_F(Dataset, ValidationSplitIsDeterministicAndDisjoint) {
   ft::Dataset all;
   for (int i = 0; i < 40; ++i) all.examples.push_back({{1, i + 2, i + 3}, {0, 1, 1}});

@@ -3,15 +3,17 @@
 //
 // Note [Training data formats]
 // A ".jsonl" file holds one JSON object per line (blank lines are ignored):
-//  - {"messages": [{"role": ..., "content": ...}, ...]}: rendered with the model's chat
-//    template (generate::render_chat, special tokens parsed); the loss covers the tokens
-//    each assistant turn adds, up to and including its end-of-turn token (<|im_end|>,
-//    <|eot_id|>, ...; what the template emits after it, such as ChatML's "\n", is not
-//    trained). Masking renders incrementally: for assistant message i, the tokens of
-//    messages[0..i) with the generation prompt and of messages[0..i] without it must both
-//    be prefixes of the whole conversation's tokens, and the difference is the turn (a
-//    template that re-renders earlier turns once later messages follow, as Qwen3's drops
-//    earlier reasoning, is an error naming the line). At least one assistant message.
+//  - {"messages": [{"role": ..., "content": ...}, ...]}: the whole conversation rendered
+//    with the model's chat template (generate::render_chat, control tokens parsed). The loss
+//    covers each assistant turn: from where rendering the messages before it with the
+//    generation prompt ends (those tokens must be a prefix of the conversation's, else an
+//    error naming the line) up to and including the next end-of-generation token
+//    (<|im_end|>, <|eot_id|>, ...; what the template emits after it, such as ChatML's "\n",
+//    is not trained). A template without end tokens: up to where rendering the messages
+//    through the turn ends. So the masked tokens are what the model must generate after the
+//    generation prompt: the assistant text and its end token (with Qwen3's template the last
+//    turn also carries the empty "<think>\n\n</think>\n\n" block the template puts
+//    there; earlier turns do not). At least one assistant message.
 //  - {"prompt": ..., "completion": ...}: BOS (when the model adds one), prompt and
 //    completion tokenized together (so the boundary merges as in running text), then EOS;
 //    the loss covers the tokens past the prompt's own tokenization (a token straddling the
