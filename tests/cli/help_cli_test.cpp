@@ -47,7 +47,7 @@ TEST_F(HelpCli, TopLevelHelpIsOnStdout) {
     EXPECT_EQ(err.output, "") << flag;
   }
   const auto names = listed_commands(stdout_of("--help").output);
-  for (const char* cmd : {"bench", "inspect", "quantize", "run", "synth", "tokenize"})
+  for (const char* cmd : {"bench", "export-lora", "inspect", "quantize", "run", "synth", "tokenize"})
     EXPECT_NE(std::find(names.begin(), names.end(), cmd), names.end()) << cmd << " not listed";
 }
 

@@ -13,6 +13,7 @@
 #include "fucina/core/error.hpp"
 #include "fucina/core/thread_pool.hpp"
 #include "fucina/gguf/reader.hpp"
+#include "fucina/model/lora.hpp"
 #include "fucina/model/synth.hpp"
 
 namespace {
@@ -51,6 +52,12 @@ constexpr std::string_view usage =
     "  -t, --threads N        worker threads [all cores; the output does not depend on it]\n"
     "  -h, --help             this help\n"
     "\n"
+    "A random LoRA adapter instead of a model (for tests and parity goldens; A ~ N(0, 1/n_in),\n"
+    "B ~ N(0, 0.05^2), so merging it changes the weights):\n"
+    "  fucina synth ADAPTER.gguf --lora-for BASE.gguf [--rank 8] [--alpha 16]\n"
+    "    [--lora-targets q,k,v,o] [--seed S]\n"
+    "  targets: any of q, k, v, o, gate, up, down\n"
+    "\n"
     "example (Qwen3-0.6B's shape, with Qwen's tokenizer):\n"
     "  fucina synth q3.gguf --arch qwen3 --hidden 1024 --layers 28 --heads 16 --kv-heads 8 \\\n"
     "    --head-dim 128 --ffn 3072 --ctx 4096 --rope-base 1000000 --tied --dtype f16 \\\n"
@@ -63,6 +70,8 @@ int synth_main(std::span<char* const> args) {
   std::string out;
   bool have_arch = false;
   int threads = 0;
+  std::string lora_for;
+  fm::RandomLoraSpec lora;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     const auto value = [&]() -> std::string {
@@ -90,6 +99,10 @@ int synth_main(std::span<char* const> args) {
     else if (a == "--std") spec.std = parse_num<float>(a, value());
     else if (a == "--seed") spec.seed = parse_num<std::uint64_t>(a, value());
     else if (a == "--tied") spec.tied = true;
+    else if (a == "--lora-for") lora_for = value();
+    else if (a == "--rank") lora.rank = parse_num<std::int64_t>(a, value());
+    else if (a == "--alpha") lora.alpha = parse_num<float>(a, value());
+    else if (a == "--lora-targets") lora.targets = value();
     else if (a == "-t" || a == "--threads") threads = parse_threads(a, value());
     else if (a == "--dtype") {
       const std::string d = value();
@@ -106,6 +119,16 @@ int synth_main(std::span<char* const> args) {
     }
   }
   if (out.empty()) throw UsageError{"no output file given (usage: fucina synth OUT.gguf --arch A [options])"};
+  if (!lora_for.empty()) {
+    if (lora.rank < 1) throw UsageError{fmt::format("--rank must be at least 1, got {}", lora.rank)};
+    lora.seed = spec.seed;
+    const auto base = fucina::gguf::Reader::open(lora_for);
+    const auto adapter = fm::random_lora(base, lora);
+    fm::write_lora(out, adapter);
+    fmt::print(stderr, "fucina synth: wrote {}: LoRA adapter for {}, {} matrices, rank {}, alpha {}\n", out, lora_for,
+               adapter.matrices.size(), lora.rank, lora.alpha);
+    return 0;
+  }
   if (!have_arch) throw UsageError{"--arch is required: llama, qwen3 or qwen3moe"};
   try {
     fm::check_synth_spec(spec);

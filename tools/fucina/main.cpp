@@ -30,7 +30,7 @@ void print_usage(std::FILE* to) {
   auto cmds = fucina::cli::command_registry();
   std::sort(cmds.begin(), cmds.end(), [](auto& a, auto& b) { return a.name < b.name; });
   fmt::print(to, "usage: fucina <command> [options]\n\ncommands:\n");
-  for (auto& c : cmds) fmt::print(to, "  {:<10} {}\n", c.name, c.summary);
+  for (auto& c : cmds) fmt::print(to, "  {:<12} {}\n", c.name, c.summary);
   fmt::print(to, "\nRun 'fucina <command> --help' for a command's options.\n");
 }
 
