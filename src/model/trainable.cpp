@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
+#include "fucina/core/half.hpp"
 #include "fucina/core/rng.hpp"
+#include "fucina/gguf/writer.hpp"
 #include "fucina/quant/traits.hpp"
 
 namespace fucina::model {
@@ -43,7 +46,7 @@ Trainable leaf_of(std::string name, const T& var) {
   return Trainable{std::move(name), var.raw(), var.node()};
 }
 
-// Calls fn(name, weight) for the targeted matrices of layer l.
+// Calls fn(name, weight) for the targeted matrices of layer l (short name t).
 template <class F>
 void for_each_target(LayerWeights& L, const std::string& b, std::string_view t, F&& fn) {
   if (t == "q") fn(b + "attn_q.weight", L.wq);
@@ -167,6 +170,72 @@ std::vector<Trainable> make_trainable(Context& ctx, ModelWeights& w, const Model
     make_experts_trainable(ctx, b + "ffn_down_exps.weight", L.down_exps, out);
   }
   return out;
+}
+
+void apply_lora(Context& ctx, ModelWeights& w, const LoraAdapter& adapter, float user_scale) {
+  std::size_t used = 0;
+  for (std::size_t l = 0; l < w.layers.size(); ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    for (std::string_view t : lora_target_names)
+      for_each_target(w.layers[l], b, t, [&](const std::string& name, auto& m) {
+        using W = std::remove_reference_t<decltype(m)>;
+        const LoraMatrix* f = adapter.find(name);
+        if (!f || !m.defined()) return;
+        FUCINA_CHECK(f->n_in == m.cols() && f->n_out == m.rows(), InvalidFile,
+                     "[lora] '{}' adapts a {}x{} matrix, the model's is {}x{}", name, f->n_out, f->n_in, m.rows(), m.cols());
+        m.add_lora({W::LoraA::from_data(ctx, {f->rank, f->n_in}, std::span<const float>(f->a)),
+                    W::LoraB::from_data(ctx, {f->n_out, f->rank}, std::span<const float>(f->b)),
+                    adapter.scale(*f, user_scale)});
+        ++used;
+      });
+  }
+  FUCINA_CHECK(used == adapter.matrices.size(), InvalidFile,
+               "[lora] the adapter adapts {} matrices, {} of them are attention/FFN matrices of this model",
+               adapter.matrices.size(), used);
+}
+
+LoraAdapter lora_adapter_of(std::span<const Trainable> params, const std::string& arch, float alpha) {
+  LoraAdapter out;
+  out.arch = arch;
+  out.alpha = alpha;
+  for (std::size_t i = 0; i + 1 < params.size(); i += 2) {
+    const Trainable &a = params[i], &b = params[i + 1];
+    const std::string target = a.name.substr(0, a.name.size() - lora_a_suffix.size());
+    FUCINA_ASSERT(a.name.ends_with(lora_a_suffix) && b.name == target + std::string(lora_b_suffix));
+    LoraMatrix m;
+    m.target = target;
+    m.rank = a.value.shape[0], m.n_in = a.value.shape[1], m.n_out = b.value.shape[0];
+    m.a.assign(a.value.data<float>(), a.value.data<float>() + a.value.numel());
+    m.b.assign(b.value.data<float>(), b.value.data<float>() + b.value.numel());
+    out.matrices.push_back(std::move(m));
+  }
+  return out;
+}
+
+void write_trained_model(const std::filesystem::path& out, const gguf::Reader& base, std::span<const Trainable> params) {
+  gguf::Writer w = gguf::Writer::from_reader(base);
+  std::vector<std::vector<std::byte>> owned;
+  for (const Trainable& p : params) {
+    const gguf::TensorInfo* t = base.find_tensor(p.name);
+    FUCINA_CHECK(t != nullptr, InvalidArgument, "[finetune] the base has no tensor '{}'", p.name);
+    const float* v = p.value.data<float>();
+    const auto n = static_cast<std::size_t>(p.value.numel());
+    std::vector<std::byte> bytes;
+    if (t->type == gguf::GgmlType::F32) {
+      bytes.resize(n * sizeof(float));
+      std::memcpy(bytes.data(), v, bytes.size());
+    } else if (t->type == gguf::GgmlType::F16 || t->type == gguf::GgmlType::BF16) {
+      std::vector<std::uint16_t> h(n);
+      for (std::size_t i = 0; i < n; ++i) h[i] = t->type == gguf::GgmlType::F16 ? float_to_half(v[i]) : float_to_bf16(v[i]);
+      bytes.resize(n * sizeof(std::uint16_t));
+      std::memcpy(bytes.data(), h.data(), bytes.size());
+    } else {
+      FUCINA_CHECK(false, Unsupported, "[finetune] cannot write trained '{}' as {}", p.name, gguf::to_string(t->type));
+    }
+    owned.push_back(std::move(bytes));
+    w.set_tensor_data(p.name, owned.back());
+  }
+  w.write_file(out);
 }
 
 }  // namespace fucina::model

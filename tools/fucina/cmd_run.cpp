@@ -4,6 +4,8 @@
 #include <fmt/core.h>
 
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -18,6 +20,7 @@
 #include "fucina/generate/generator.hpp"
 #include "fucina/model/model.hpp"
 #include "fucina/sample/sampler.hpp"
+#include "fucina/model/trainable.hpp"
 #include "fucina/tokenizer/tokenizer.hpp"
 #include "input.hpp"
 
@@ -51,6 +54,10 @@ constexpr std::string_view usage =
     "  -c, --ctx N              context length (default: the model's)\n"
     "  -b, --batch N            prompt batch size (default 512)\n"
     "  --kv-type f16|f32        KV cache element type (default f16)\n"
+    "  --lora FILE              apply a LoRA adapter (llama.cpp's GGUF format), unmerged\n"
+    "                           (repeatable)\n"
+    "  --lora-scaled FILE S     apply an adapter with user scale S (repeatable)\n"
+    "  --lora-scale S           the user scale of the --lora adapters (default 1)\n"
     "  --dump-logits FILE       write the last prompt position's logits (little-endian f32)\n"
     "  --echo                   print the prompt before the completion\n"
     "  --no-parse-special       treat special-token text in the prompt as plain text\n"
@@ -87,6 +94,8 @@ struct Options {
   fucina::DType kv = fucina::DType::f16;
   fucina::sample::SamplerConfig sampling;
   std::vector<std::string> stops;
+  std::vector<std::pair<std::string, float>> loras;  // path, user scale (NaN: --lora-scale)
+  float lora_scale = 1.f;
 };
 
 Options parse(std::span<char* const> args) {
@@ -116,6 +125,11 @@ Options parse(std::span<char* const> args) {
     else if (a == "-c" || a == "--ctx") o.ctx = parse_num<std::int64_t>(a, value());
     else if (a == "-b" || a == "--batch") o.batch = parse_num<std::int64_t>(a, value());
     else if (a == "--dump-logits") o.dump_logits = value();
+    else if (a == "--lora") o.loras.emplace_back(value(), std::numeric_limits<float>::quiet_NaN());
+    else if (a == "--lora-scaled") {
+      std::string file = value();
+      o.loras.emplace_back(std::move(file), parse_num<float>(a, value()));
+    } else if (a == "--lora-scale") o.lora_scale = parse_num<float>(a, value());
     else if (a == "--echo") o.echo = true;
     else if (a == "--no-parse-special") o.parse_special = false;
     else if (a == "--chat") o.chat = true;
@@ -243,9 +257,14 @@ int run_main(std::span<char* const> args) {
   fucina::sample::validate(o.sampling);
 
   const auto t_load = clock_type::now();
-  const auto model = fucina::model::Model::load(o.model, o.load);
+  fucina::Context ctx({.threads = o.threads});  // before the model: it holds the adapters ctx allocates
+  auto model = fucina::model::Model::load(o.model, o.load);
+  for (const auto& [path, scale] : o.loras) {
+    const auto adapter = fucina::model::read_lora(path);
+    fucina::model::check_lora_matches(adapter, model.file());
+    fucina::model::apply_lora(ctx, model.mutable_weights(), adapter, std::isnan(scale) ? o.lora_scale : scale);
+  }
   const tk::Tokenizer tok(tk::load_tokenizer_data(model.file()));
-  fucina::Context ctx({.threads = o.threads});
   const auto& cfg = model.config();
   const std::int64_t n_ctx = o.ctx > 0 ? o.ctx : cfg.n_ctx_train;
   // The cache first: a context too large for the machine is then the only line printed.

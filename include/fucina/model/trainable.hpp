@@ -12,6 +12,7 @@
 
 #include "fucina/autograd/node.hpp"
 #include "fucina/gguf/reader.hpp"
+#include "fucina/model/lora.hpp"
 #include "fucina/model/weights.hpp"
 #include "fucina/optim/param.hpp"
 
@@ -49,5 +50,17 @@ std::vector<Trainable> attach_lora(Context& ctx, ModelWeights& w, const ModelCon
 // Every matrix and norm as an f32 variable (f16 and BF16 widened). Unsupported for a
 // block-quantized matrix, with the advice to train a LoRA instead.
 std::vector<Trainable> make_trainable(Context& ctx, ModelWeights& w, const ModelConfig& c);
+
+// Attaches a loaded adapter's factors (constants) to the matching matrices, scaled by
+// user_scale as llama.cpp's --lora-scaled (Note [LoRA adapter GGUF]). InvalidFile when a
+// target is not a matrix this model adapts.
+void apply_lora(Context& ctx, ModelWeights& w, const LoraAdapter& adapter, float user_scale = 1.f);
+
+// The trained factors of attach_lora() as an adapter (rank and alpha from the spec).
+LoraAdapter lora_adapter_of(std::span<const Trainable> params, const std::string& arch, float alpha);
+
+// The base file with each trained tensor replaced by its values in the base tensor's type
+// (f32, f16 or BF16), everything else copied; through an AtomicFile.
+void write_trained_model(const std::filesystem::path& out, const gguf::Reader& base, std::span<const Trainable> params);
 
 }  // namespace fucina::model
