@@ -285,6 +285,10 @@ void SavedGradBackward::backward(Context& ctx, const RawTensor& gy, std::span<Ra
   const RawTensor* saved[2] = {&g_, &g2_};
   for (std::size_t i = 0; i < grads.size() && i < 2; ++i) {
     if (!inputs_[i]) continue;
+    if (gy.data<float>()[0] == 1.f) {  // backward() from the loss itself: the saved gradient as it is
+      grads[i] = *saved[i];
+      continue;
+    }
     RawTensor scale = gy;  // the loss is a scalar: broadcast it
     scale.rank = saved[i]->rank;
     scale.shape = saved[i]->shape;

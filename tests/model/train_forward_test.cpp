@@ -10,6 +10,7 @@
 
 #include "fucina/model/model.hpp"
 #include "fucina/model/synth.hpp"
+#include "fucina/model/trainable.hpp"
 #include "fucina/quant/quantize_model.hpp"
 
 using namespace fucina;
@@ -120,5 +121,44 @@ TEST_P(TrainForward, ZeroLoraChangesNothingAndGetsGradients) {
 
 INSTANTIATE_TEST_SUITE_P(Models, TrainForward, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+
+}  // namespace
+
+namespace {
+
+// Gradients of every weight with each block checkpointed (recomputed in backward) equal
+// the plain run's bit for bit: the kernels are deterministic.
+TEST(TrainForwardCheckpoint, SameGradientsBitForBit) {
+  Context ctx({.threads = 2});
+  const auto path = make_model({"moe", spec("qwen3moe", 64, 4, 2, DType::f32)});
+  auto a = model::Model::load(path), b = model::Model::load(path);
+  std::filesystem::remove(path);
+  const auto pa = model::make_trainable(ctx, a.mutable_weights(), a.config());
+  const auto pb = model::make_trainable(ctx, b.mutable_weights(), b.config());
+  const auto ids = tokens(40, a.config().n_vocab, 4);
+  const std::vector<std::int64_t> starts{0, 15, 40};
+  sum_all(ctx, a.forward_train(ctx, ids, starts)).backward(ctx);
+  sum_all(ctx, b.forward_train(ctx, ids, starts, /*checkpoint=*/true)).backward(ctx);
+  ASSERT_EQ(pa.size(), pb.size());
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    const auto ga = model::param_ref(pa[i]).grad, gb = model::param_ref(pb[i]).grad;
+    ASSERT_EQ(ga.size(), gb.size()) << pa[i].name;
+    EXPECT_TRUE(std::equal(ga.begin(), ga.end(), gb.begin())) << pa[i].name;
+  }
+}
+
+TEST(TrainForwardCheckpoint, QuantizedWeightsAreNotTrainable) {
+  Context ctx({.threads = 2});
+  const auto path = make_model({"q8", spec("qwen3", 256, 4, 1, DType::f32), quant::FileType::MostlyQ8_0});
+  auto m = model::Model::load(path);
+  std::filesystem::remove(path);
+  try {
+    model::make_trainable(ctx, m.mutable_weights(), m.config());
+    FAIL() << "a Q8_0 model was made trainable";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("--lora"), std::string::npos) << e.what();
+  }
+}
 
 }  // namespace

@@ -136,7 +136,7 @@ int finetune_main(std::span<char* const> args) {
   fucina::check_output_path(out, inputs);
   const fs::path ckpt = fs::path(ckpt_dir.empty() ? out + ".checkpoint" : ckpt_dir) / "finetune.state";
 
-  fucina::Context ctx({.threads = threads});  // before the model: it holds the adapters ctx allocates
+  fucina::Context ctx({.threads = threads, .max_cached_bytes = std::size_t{4} << 30});  // before the model: it holds the adapters ctx allocates
   auto model = fucina::model::Model::load(base);
   const fucina::tokenizer::Tokenizer tok(fucina::tokenizer::load_tokenizer_data(model.file()));
   const std::int64_t ctx_max = model.config().n_ctx_train;

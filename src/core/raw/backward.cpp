@@ -7,6 +7,11 @@
 
 #include "fucina/core/error.hpp"
 #include "fucina/core/raw/strided.hpp"
+#include "fucina/kernels/arch.hpp"
+
+#if FUCINA_ARCH_SIMD
+#include <xsimd/xsimd.hpp>
+#endif
 
 namespace fucina::raw {
 
@@ -253,9 +258,49 @@ float cross_entropy(Context& ctx, const RawTensor& logits, int class_axis, const
   std::int64_t count = 0;
   for (char c : counted) count += c;
   const float inv = count ? 1.f / static_cast<float>(count) : 0.f;
-  ctx.pool().parallel_range(rows, 64, [&](std::int64_t b, std::int64_t e) {
+  ctx.pool().parallel_range(rows, 8, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) {
       const float* row = xs + i * sr;
+#if FUCINA_ARCH_SIMD
+      // Contiguous classes (a vocabulary): one SIMD pass for the max, one for exp(x - m) kept
+      // in the gradient row, one to scale it (xsimd's exp; the scalar twin below uses libm's).
+      if (sc == 1 && (!grad || !grad->buf || grad->strides[class_axis] == 1)) {
+        using B = xsimd::batch<float>;
+        constexpr std::int64_t L = B::size;
+        const std::int64_t nv = classes / L * L;
+        float m = -std::numeric_limits<float>::infinity();
+        B mv(m);
+        for (std::int64_t c = 0; c < nv; c += L) mv = xsimd::max(mv, B::load_unaligned(row + c));
+        alignas(64) float lanes[L];
+        mv.store_aligned(lanes);
+        for (float v : lanes) m = std::max(m, v);
+        for (std::int64_t c = nv; c < classes; ++c) m = std::max(m, row[c]);
+        float* g = grad && grad->buf ? grad->data<float>() + i * grad->strides[row_axis] : nullptr;
+        B sv(0.f);
+        float s = 0.f;
+        for (std::int64_t c = 0; c < nv; c += L) {
+          const B ev = xsimd::exp(B::load_unaligned(row + c) - B(m));
+          if (g) ev.store_unaligned(g + c);
+          sv += ev;
+        }
+        for (std::int64_t c = nv; c < classes; ++c) {
+          const float ev = std::exp(row[c] - m);
+          if (g) g[c] = ev;
+          s += ev;
+        }
+        s += xsimd::hadd(sv);
+        const bool on = counted[static_cast<std::size_t>(i)];
+        const std::int32_t t = ts[i * targets.strides[0]];
+        if (on) losses[static_cast<std::size_t>(i)] = static_cast<double>(m + std::log(s) - row[t]);
+        if (g) {
+          const float k = on ? inv / s : 0.f;
+          for (std::int64_t c = 0; c < nv; c += L) (B::load_unaligned(g + c) * B(k)).store_unaligned(g + c);
+          for (std::int64_t c = nv; c < classes; ++c) g[c] *= k;
+          if (on) g[t] -= inv;
+        }
+        continue;
+      }
+#endif
       float m = -std::numeric_limits<float>::infinity();
       for (std::int64_t c = 0; c < classes; ++c) m = std::max(m, row[c * sc]);
       float s = 0.f;
