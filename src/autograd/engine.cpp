@@ -1,6 +1,9 @@
 // The backward engine: iterative topology discovery, then wavefront execution. A node
-// runs once every consumer has delivered its gradient (an atomic counter drains); when
-// several nodes are ready at once they run concurrently on the context's worker pool.
+// runs once every consumer has delivered its gradient (an atomic counter drains); the
+// ready nodes run one after the other, newest first, each with the whole worker pool for
+// its kernels. (Running ready nodes as concurrent pool tasks made every kernel inside them
+// serial -- a parallel_for inside a task runs on its thread alone -- so a transformer's
+// backward, where a big product is ready next to a small add, used one core.)
 // Contributions to one node are summed in consumer-creation order, so gradients are
 // bit-identical for any number of workers.
 #include <algorithm>
@@ -131,12 +134,7 @@ void Engine::run(Context& ctx, Node* root, const RawTensor& seed) {
     std::vector<Node*> batch;
     batch.swap(ready);
     std::sort(batch.begin(), batch.end(), [](Node* a, Node* b) { return a->seq_ > b->seq_; });
-    if (batch.size() == 1) {
-      process(batch[0]);  // kernels inside may use the whole pool
-    } else {
-      ctx.pool().parallel_for(static_cast<std::int64_t>(batch.size()),
-                              [&](std::int64_t i) { process(batch[static_cast<std::size_t>(i)]); });
-    }
+    for (Node* n : batch) process(n);
   }
 }
 
