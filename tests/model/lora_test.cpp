@@ -1,6 +1,5 @@
 // LoRA adapter files (model/lora.hpp), the merge (model/lora_merge.hpp) and `fucina export-lora`.
 #include <fmt/core.h>
-#include <unistd.h>
 
 #include <array>
 #include <cmath>
@@ -20,6 +19,7 @@
 #include "fucina/quant/quantize_model.hpp"
 #include "fucina/quant/traits.hpp"
 #include "support/run_cli.hpp"
+#include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 namespace fm = fucina::model;
@@ -27,14 +27,9 @@ using fucina::gguf::GgmlType;
 
 namespace {
 
-class Lora : public ::testing::Test {
+class Lora : public fucina::test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / fmt::format("fucina_lora_{}_{}", ::getpid(),
-                                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  Lora() : TempDirTest("lora") {}
 
   fs::path base(const std::string& name, fucina::DType dtype = fucina::DType::f32, std::uint64_t seed = 1) {
     fm::SynthSpec spec;
@@ -46,19 +41,9 @@ class Lora : public ::testing::Test {
     return p;
   }
 
-  // The message of the fucina::Error `f` throws ("" when it does not throw).
-  template <class F>
-  static std::string error_of(F&& f) {
-    try {
-      f();
-    } catch (const fucina::Error& e) {
-      return e.what();
-    }
-    return "";
-  }
-
-  fs::path dir_;
 };
+
+using fucina::test::error_of;
 
 TEST_F(Lora, RoundTripKeepsEveryValueAndTheMetadata) {
   const auto b = fucina::gguf::Reader::open(base("b.gguf"));
