@@ -118,6 +118,7 @@ LoraMergeStats export_lora(const std::filesystem::path& base_path, std::span<con
       } else {
         sw.write_tensor(base.tensor_data(t));
       }
+      base.release_pages(base.tensor_data(t));  // read once: keep RSS near one tensor, not the model
       if (progress) progress(t, merge);
     }
     sw.finish();
