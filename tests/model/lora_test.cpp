@@ -293,6 +293,9 @@ TEST_F(Lora, ExportLoraCli) {
         "fucina export-lora: unknown --type 'q9' (see fucina quantize --help for the list)");
   fails(fmt::format("export-lora {} --lora {} -o {}", q(b), q(b), q(dir_ / "x.gguf")), 1,
         fmt::format("fucina export-lora: error: [lora] {}: general.type is '', expected 'adapter' (not a LoRA adapter)", b.string()));
+  fails(fmt::format("synth {} --lora-for {} --rank 0", q(dir_ / "x.gguf"), q(b)), 2, "fucina synth: --rank must be at least 1, got 0");
+  fails(fmt::format("synth {} --lora-for {} --lora-targets q,qk", q(dir_ / "x.gguf"), q(b)), 1,
+        "fucina synth: error: [lora] unknown LoRA target 'qk' (known: q, k, v, o, gate, up, down)");
   const auto before = fs::file_size(b);
   const auto e = run_fucina(fmt::format("export-lora {} --lora {} -o {}", q(b), q(dir_ / "a.gguf"), q(b)));
   EXPECT_EQ(e.status, 1) << e.output;
