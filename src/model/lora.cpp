@@ -28,6 +28,8 @@ std::vector<float> read_f32(const gguf::Reader& file, const gguf::TensorInfo& t,
   return out;
 }
 
+static_assert(lora_a_suffix.size() == lora_b_suffix.size(), "read_lora cuts either suffix by one length");
+
 bool is_2d(const gguf::TensorInfo& t) { return t.n_dims <= 2 && t.ne[2] == 1 && t.ne[3] == 1; }
 
 }  // namespace

@@ -82,7 +82,7 @@ std::vector<float> merge_lora_tensor(ThreadPool& pool, const gguf::Reader& base,
 
 LoraMergeStats export_lora(const std::filesystem::path& base_path, std::span<const std::filesystem::path> adapter_paths,
                            std::span<const ScaledLora> adapters, const std::filesystem::path& out,
-                           const LoraMergeOptions& options, const LoraMergeProgress& progress) {
+                           const LoraMergeOptions& options) {
   std::vector<std::filesystem::path> inputs{base_path};
   inputs.insert(inputs.end(), adapter_paths.begin(), adapter_paths.end());
   check_output_path(out, inputs);
@@ -118,7 +118,7 @@ LoraMergeStats export_lora(const std::filesystem::path& base_path, std::span<con
       } else {
         sw.write_tensor(base.tensor_data(t));
       }
-      if (progress) progress(t, merge);
+      base.release_pages(base.tensor_data(t));  // read once: keep RSS near one tensor, not the model
     }
     sw.finish();
   };

@@ -36,7 +36,7 @@ TEST(Bands, OnlyArchHeaderReadsIsaMacros) {
 }
 
 // The table as the doc states it: the facade above autograd, quant above gguf, the
-// generation loop on top.
+// generation loop above the model, training on top.
 TEST(Bands, DocTableShape) {
   const Table t = doc_table();
   auto band = [&](const char* p) {

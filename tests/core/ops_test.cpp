@@ -5,19 +5,11 @@
 #include <numeric>
 
 #include "fucina/fucina.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace fucina;
 
-namespace {
-std::string error_of(auto&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-}  // namespace
+using fucina::test::error_of;
 
 TEST(Pointwise, BroadcastByName) {
   Context ctx({.threads = 2});

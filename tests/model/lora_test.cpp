@@ -1,6 +1,5 @@
 // LoRA adapter files (model/lora.hpp), the merge (model/lora_merge.hpp) and `fucina export-lora`.
 #include <fmt/core.h>
-#include <unistd.h>
 
 #include <array>
 #include <cmath>
@@ -20,6 +19,7 @@
 #include "fucina/quant/quantize_model.hpp"
 #include "fucina/quant/traits.hpp"
 #include "support/run_cli.hpp"
+#include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 namespace fm = fucina::model;
@@ -27,14 +27,9 @@ using fucina::gguf::GgmlType;
 
 namespace {
 
-class Lora : public ::testing::Test {
+class Lora : public fucina::test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / fmt::format("fucina_lora_{}_{}", ::getpid(),
-                                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  Lora() : TempDirTest("lora") {}
 
   fs::path base(const std::string& name, fucina::DType dtype = fucina::DType::f32, std::uint64_t seed = 1) {
     fm::SynthSpec spec;
@@ -46,19 +41,9 @@ class Lora : public ::testing::Test {
     return p;
   }
 
-  // The message of the fucina::Error `f` throws ("" when it does not throw).
-  template <class F>
-  static std::string error_of(F&& f) {
-    try {
-      f();
-    } catch (const fucina::Error& e) {
-      return e.what();
-    }
-    return "";
-  }
-
-  fs::path dir_;
 };
+
+using fucina::test::error_of;
 
 TEST_F(Lora, RoundTripKeepsEveryValueAndTheMetadata) {
   const auto b = fucina::gguf::Reader::open(base("b.gguf"));
@@ -308,6 +293,9 @@ TEST_F(Lora, ExportLoraCli) {
         "fucina export-lora: unknown --type 'q9' (see fucina quantize --help for the list)");
   fails(fmt::format("export-lora {} --lora {} -o {}", q(b), q(b), q(dir_ / "x.gguf")), 1,
         fmt::format("fucina export-lora: error: [lora] {}: general.type is '', expected 'adapter' (not a LoRA adapter)", b.string()));
+  fails(fmt::format("synth {} --lora-for {} --rank 0", q(dir_ / "x.gguf"), q(b)), 2, "fucina synth: --rank must be at least 1, got 0");
+  fails(fmt::format("synth {} --lora-for {} --lora-targets q,qk", q(dir_ / "x.gguf"), q(b)), 1,
+        "fucina synth: error: [lora] unknown LoRA target 'qk' (known: q, k, v, o, gate, up, down)");
   const auto before = fs::file_size(b);
   const auto e = run_fucina(fmt::format("export-lora {} --lora {} -o {}", q(b), q(dir_ / "a.gguf"), q(b)));
   EXPECT_EQ(e.status, 1) << e.output;

@@ -1,10 +1,10 @@
 // Training data loading (train/dataset.hpp): the token sequences and loss masks each format
 // gives, checked by decoding what the mask selects.
 #include <fmt/core.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -18,6 +18,7 @@
 #include "fucina/tokenizer/tokenizer_data.hpp"
 #include "fucina/train/dataset.hpp"
 #include "support/shared_dir.hpp"
+#include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 namespace ft = fucina::train;
@@ -26,14 +27,9 @@ using fucina::tokenizer::TokenId;
 
 namespace {
 
-class Dataset : public ::testing::Test {
+class Dataset : public fucina::test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / fmt::format("fucina_dataset_{}_{}", ::getpid(),
-                                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  Dataset() : TempDirTest("dataset") {}
 
   fs::path write(const std::string& name, const std::string& text) {
     const fs::path p = dir_ / name;
@@ -41,25 +37,28 @@ class Dataset : public ::testing::Test {
     return p;
   }
 
-  // A synthetic model with the built-in byte-level SPM vocabulary (BOS <s>, EOS </s>).
-  fucina::gguf::Reader synth_model() {
-    fucina::model::SynthSpec spec;
-    fucina::model::write_synthetic_model(dir_ / "m.gguf", spec);
-    return fucina::gguf::Reader::open(dir_ / "m.gguf");
-  }
-
-  template <class F>
-  static std::string error_of(F&& f) {
-    try {
-      f();
-    } catch (const fucina::Error& e) {
-      return e.what();
+  // A synthetic model with the built-in byte-level SPM vocabulary (BOS <s>, EOS </s>) and
+  // its tokenizer, made on first use.
+  const fucina::gguf::Reader& model() {
+    if (!model_) {
+      fucina::model::write_synthetic_model(dir_ / "m.gguf", fucina::model::SynthSpec{});
+      model_ = fucina::gguf::Reader::open(dir_ / "m.gguf");
+      tok_.emplace(fucina::tokenizer::load_tokenizer_data(*model_));
     }
-    return "";
+    return *model_;
+  }
+  const Tokenizer& tok() { return model(), *tok_; }
+  // `text` written to dir_/name and loaded with the synthetic model.
+  ft::Dataset load(const std::string& name, const std::string& text, std::int64_t ctx) {
+    return ft::load_dataset(write(name, text), model(), tok(), ctx);
   }
 
-  fs::path dir_;
+ private:
+  std::optional<fucina::gguf::Reader> model_;
+  std::optional<Tokenizer> tok_;
 };
+
+using fucina::test::error_of;
 
 // Each run of loss = 1 tokens, decoded with control tokens printed.
 std::vector<std::string> masked_spans(const Tokenizer& tok, const ft::Example& ex) {
@@ -77,12 +76,10 @@ std::vector<std::string> masked_spans(const Tokenizer& tok, const ft::Example& e
 }
 
 TEST_F(Dataset, PlainTextIsCutIntoWindowsOverlappingByOneToken) {
-  const auto model = synth_model();
-  const Tokenizer tok(fucina::tokenizer::load_tokenizer_data(model));
   std::string text;
   for (int i = 0; i < 40; ++i) text += fmt::format("line {} of the corpus.\n", i);
-  const auto ds = ft::load_dataset(write("corpus.txt", text), model, tok, 16);
-  const auto all = tok.encode(text);  // BOS as the model says
+  const auto ds = load("corpus.txt", text, 16);
+  const auto all = tok().encode(text);  // BOS as the model says
   ASSERT_GT(all.size(), 100u);
   std::vector<TokenId> joined{all[0]};
   std::int64_t targets = 0;
@@ -108,12 +105,12 @@ TEST_F(Dataset, PlainTextIsCutIntoWindowsOverlappingByOneToken) {
 }
 
 TEST_F(Dataset, PromptCompletionAndTextMasks) {
-  const auto model = synth_model();
-  const Tokenizer tok(fucina::tokenizer::load_tokenizer_data(model));
-  const auto ds = ft::load_dataset(write("d.jsonl", "{\"prompt\": \"Question: 2+2=\", \"completion\": \" 4, of course\"}\n"
-                                                    "\n"
-                                                    "{\"text\": \"All of it.\", \"id\": 7}\r\n"),
-                                   model, tok, 512);
+  const auto ds = load("d.jsonl",
+                       "{\"prompt\": \"Question: 2+2=\", \"completion\": \" 4, of course\"}\n"
+                       "\n"
+                       "{\"text\": \"All of it.\", \"id\": 7}\r\n",
+                       512);
+  const Tokenizer& tok = this->tok();
   ASSERT_EQ(ds.examples.size(), 2u);
   const auto& pc = ds.examples[0];
   EXPECT_EQ(pc.tokens.front(), tok.bos_id());
@@ -128,26 +125,22 @@ TEST_F(Dataset, PromptCompletionAndTextMasks) {
 }
 
 TEST_F(Dataset, LongExamplesAreTruncatedOrSkippedAndCounted) {
-  const auto model = synth_model();
-  const Tokenizer tok(fucina::tokenizer::load_tokenizer_data(model));
-  const auto ds = ft::load_dataset(write("d.jsonl", "{\"text\": \"abcdefghijklmnopqrstuvwxyz\"}\n"
-                                                    "{\"prompt\": \"abcdefghijklmnopqrstuvwxyz\", \"completion\": \"!\"}\n"
-                                                    "{\"text\": \"ab\"}\n"),
-                                   model, tok, 8);
+  const auto ds = load("d.jsonl",
+                       "{\"text\": \"abcdefghijklmnopqrstuvwxyz\"}\n"
+                       "{\"prompt\": \"abcdefghijklmnopqrstuvwxyz\", \"completion\": \"!\"}\n"
+                       "{\"text\": \"ab\"}\n",
+                       8);
   EXPECT_EQ(ds.stats.truncated, 2);
   EXPECT_EQ(ds.stats.skipped, 1);  // the prompt fills the context: nothing left to learn
   ASSERT_EQ(ds.examples.size(), 2u);
   EXPECT_EQ(ds.examples[0].tokens.size(), 9u);
-  const auto full = tok.encode("abcdefghijklmnopqrstuvwxyz");
+  const auto full = tok().encode("abcdefghijklmnopqrstuvwxyz");
   EXPECT_EQ(ds.examples[0].tokens, std::vector<TokenId>(full.begin(), full.begin() + 9));
 }
 
 TEST_F(Dataset, BadLinesNameFileLineAndWhy) {
-  const auto model = synth_model();
-  const Tokenizer tok(fucina::tokenizer::load_tokenizer_data(model));
   const auto fails = [&](const std::string& line2) {
-    const fs::path p = write("bad.jsonl", "{\"text\": \"fine\"}\n" + line2 + "\n");
-    return error_of([&] { ft::load_dataset(p, model, tok, 64); });
+    return error_of([&] { load("bad.jsonl", "{\"text\": \"fine\"}\n" + line2 + "\n", 64); });
   };
   const std::string at = fmt::format("[dataset] {}:2: ", (dir_ / "bad.jsonl").string());
   EXPECT_EQ(fails("{\"text\": \"x\""), at + "not valid JSON: parse error at line 1, column 13: syntax error while parsing object - "
@@ -164,10 +157,10 @@ TEST_F(Dataset, BadLinesNameFileLineAndWhy) {
   EXPECT_EQ(fails("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}"),
             at + "a conversation needs at least one \"assistant\" message to learn from");
 
-  EXPECT_EQ(error_of([&] { ft::load_dataset(dir_ / "absent.jsonl", model, tok, 64); }).rfind("cannot open", 0), 0u);
-  EXPECT_EQ(error_of([&] { ft::load_dataset(dir_, model, tok, 64); }),
+  EXPECT_EQ(error_of([&] { ft::load_dataset(dir_ / "absent.jsonl", model(), tok(), 64); }).rfind("cannot open", 0), 0u);
+  EXPECT_EQ(error_of([&] { ft::load_dataset(dir_, model(), tok(), 64); }),
             fmt::format("'{}' is a directory, not a text file", dir_.string()));
-  EXPECT_EQ(error_of([&] { ft::load_dataset(write("e.txt", ""), model, tok, 64); }),
+  EXPECT_EQ(error_of([&] { load("e.txt", "", 64); }),
             fmt::format("[dataset] '{}' is empty", (dir_ / "e.txt").string()));
 }
 
@@ -253,15 +246,14 @@ TEST_F(Dataset, ChatMasksWithTheRealLlama31AndQwen3Templates) {
 // A template whose text before a turn changes once later messages follow cannot be masked
 // from one render; a template that fails is named with the line.
 TEST_F(Dataset, ChatTemplatesThatCannotBeMaskedAreErrors) {
-  const auto synth = synth_model();
-  const auto counting = with_template(synth, "{{ messages|length }}{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}");
+  const auto counting = with_template(model(), "{{ messages|length }}{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}");
   const Tokenizer tok(fucina::tokenizer::load_tokenizer_data(counting));
   const auto file = write("c.jsonl", R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})");
   EXPECT_EQ(error_of([&] { ft::load_dataset(file, counting, tok, 64); }),
             fmt::format("[dataset] {}:1: the chat template renders the messages before messages[1] (assistant) "
                         "differently once later messages follow; split the conversation there",
                         file.string()));
-  const auto raising = with_template(synth, "{{ raise_exception('no training here') }}");
+  const auto raising = with_template(model(), "{{ raise_exception('no training here') }}");
   EXPECT_EQ(error_of([&] { ft::load_dataset(file, raising, tok, 64); }),
             fmt::format("[dataset] {}:1: the chat template failed: [jinja] line 1:19: raise_exception: no training here", file.string()));
 }

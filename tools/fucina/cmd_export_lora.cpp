@@ -59,14 +59,8 @@ int export_lora_main(std::span<char* const> args) {
   fm::LoraMergeOptions opt;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw UsageError{fmt::format("{} needs a value", a)};
-      return args[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      fmt::print("{}", usage);
-      return 0;
-    }
+    const auto value = [&] { return fucina::cli::flag_value(args, i); };
+    if (fucina::cli::help_requested(a, usage)) return 0;
     if (a == "-m" || a == "--model") {
       if (!base.empty()) throw UsageError{"the base model is given twice"};
       base = value();

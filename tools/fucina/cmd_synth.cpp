@@ -74,14 +74,8 @@ int synth_main(std::span<char* const> args) {
   fm::RandomLoraSpec lora;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw UsageError{fmt::format("{} needs a value", a)};
-      return args[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      fmt::print("{}", usage);
-      return 0;
-    }
+    const auto value = [&] { return fucina::cli::flag_value(args, i); };
+    if (fucina::cli::help_requested(a, usage)) return 0;
     if (a == "--arch") spec.arch = value(), have_arch = true;
     else if (a == "--vocab") spec.vocab_from = value();
     else if (a == "--hidden") spec.n_embd = parse_num<std::int64_t>(a, value());

@@ -48,7 +48,7 @@ inline constexpr std::string_view lora_b_suffix = ".lora_b";
 // Throws fucina::Error naming the file and the problem: InvalidFile for a file that is not
 // a LoRA adapter (general.type, adapter.type), an unpaired lora_a/lora_b, a rank mismatch,
 // shapes that are not 2-D, an unexpected tensor name; Unsupported for quantized A/B and
-// token-embedding adapters. Matrices come in the order of their lora_a tensors.
+// token-embedding adapters. Matrices come in file order (of a pair's first tensor).
 LoraAdapter read_lora(const std::filesystem::path& path);
 LoraAdapter read_lora(const gguf::Reader& file, std::string_view what = "adapter");
 

@@ -17,7 +17,6 @@
 // (llama-export-lora refuses that).
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -49,14 +48,12 @@ struct LoraMergeStats {
   std::uint64_t bytes_out = 0;
 };
 
-// Called after each tensor is written (merged or copied), on the calling thread.
-using LoraMergeProgress = std::function<void(const gguf::TensorInfo& tensor, bool merged)>;
-
 // Reads `base`, checks every adapter against it (check_lora_matches), writes the merged
-// model to `out` through an AtomicFile (`out` is checked first and must be none of the
-// inputs; replaced only once complete).
+// model to `out` through an AtomicFile (`out` is checked first and must be neither `base`
+// nor one of `adapter_paths`, the files `adapters` were read from; replaced only once
+// complete).
 LoraMergeStats export_lora(const std::filesystem::path& base, std::span<const std::filesystem::path> adapter_paths,
                            std::span<const ScaledLora> adapters, const std::filesystem::path& out,
-                           const LoraMergeOptions& options, const LoraMergeProgress& progress = {});
+                           const LoraMergeOptions& options);
 
 }  // namespace fucina::model
