@@ -12,6 +12,7 @@
 #include "fucina/model/synth.hpp"
 #include "fucina/model/trainable.hpp"
 #include "fucina/quant/quantize_model.hpp"
+#include "support/shared_dir.hpp"
 
 using namespace fucina;
 
@@ -158,6 +159,25 @@ TEST(TrainForwardCheckpoint, QuantizedWeightsAreNotTrainable) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::Unsupported);
     EXPECT_NE(std::string(e.what()).find("--lora"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// The same on the shared test models (../shared/models), one sequence of 80 rows.
+TEST(TrainForwardShared, LogitsEqualInference) {
+  FUCINA_REQUIRE_SHARED(shared);
+  for (const char* name : {"tiny-llama-spm-f32.gguf", "tiny-qwen3-f16.gguf", "tiny-qwen3moe-f16.gguf"}) {
+    Context ctx({.threads = 2});
+    const auto m = model::Model::load(shared / "models" / name);
+    const auto ids = tokens(80, m.config().n_vocab, 9);
+    const auto train = m.forward_train(ctx, ids).to_vector();
+    auto cache = m.new_cache(ctx, 128, DType::f32);
+    const auto inf = m.forward_all(ctx, cache, ids).to_vector();
+    ASSERT_EQ(train.size(), inf.size()) << name;
+    EXPECT_EQ(std::memcmp(train.data(), inf.data(), train.size() * sizeof(float)), 0) << name;
   }
 }
 
