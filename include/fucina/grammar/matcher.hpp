@@ -1,0 +1,72 @@
+#pragma once
+// Incremental matching of text against a Grammar, and the set of tokens that may come next.
+//
+// Note [Grammar matcher]
+// A parse in progress is a stack of grammar positions (the top: the character class to
+// match next; below: where each enclosing rule continues); the matcher holds every stack the
+// text so far allows (an ambiguous grammar keeps several). A stack is a linked list of nodes
+// (position, parent) that are hash-consed, so equal stacks are one node and a set of stacks
+// is a sorted list of node ids. Sets are interned too: the matcher's state is a set id, and
+// a step over one code point from a set is computed once and then looked up (a table per set
+// for ASCII, a hash map for the rest), so the pushdown automaton becomes, lazily, a DFA over
+// the states the text actually visits.
+// Bytes are decoded as UTF-8 on the way; a state may end inside a character, and a partial
+// character is accepted only when some stack's class can still match a code point it can
+// complete to (so a token ending mid-character is allowed exactly when a continuation is).
+// The text is complete when a stack is empty and no partial character is pending.
+// Token masks walk the Vocabulary's trie through the same cached steps, pruning a subtree at
+// the first refused byte, and are cached per state. End tokens are allowed only when the
+// text is complete.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "fucina/grammar/grammar.hpp"
+#include "fucina/grammar/vocabulary.hpp"
+
+namespace fucina::grammar {
+
+class Automaton;
+
+class Matcher {
+ public:
+  // vocab may be null for byte-level use (accept/accepting).
+  Matcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab = nullptr);
+  Matcher(Matcher&&) noexcept;
+  Matcher& operator=(Matcher&&) noexcept;
+  ~Matcher();
+
+  // Consumes bytes (UTF-8; may end inside a character): true if the grammar allows them
+  // here, else false and the state is unchanged.
+  bool accept(std::string_view bytes);
+  // Whether the text so far is a complete sentence of the grammar.
+  bool complete() const;
+  // Whether the grammar allows anything more (false: complete and nothing can follow).
+  bool can_continue() const;
+
+  // ---- tokens (needs the vocabulary) ----
+  bool allows(TokenId id);
+  // Consumes a token; false (state unchanged) when it is not allowed.
+  bool accept_token(TokenId id);
+  // One bit per token id (bit i of word i/64): the tokens allowed next.
+  std::span<const std::uint64_t> allowed();
+  // Sets the logits of the tokens not allowed to -infinity; returns how many stay.
+  std::size_t mask(std::span<float> logits);
+
+ private:
+  struct State {
+    std::int32_t set = 0;
+    char32_t partial = 0;     // bits of a character begun so far
+    std::uint8_t pending = 0; // continuation bytes it still needs
+  };
+  State step(State s, std::string_view bytes);
+
+  std::shared_ptr<const Grammar> grammar_;
+  std::shared_ptr<const Vocabulary> vocab_;
+  std::unique_ptr<Automaton> automaton_;
+  State state_;
+  std::vector<std::uint64_t> scratch_;  // the mask of a state inside a character (not cached)
+};
+
+}  // namespace fucina::grammar

@@ -1,0 +1,322 @@
+// Note [Grammar matcher]: hash-consed stacks, interned stack sets, cached steps.
+#include "fucina/grammar/matcher.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <unordered_map>
+
+#include "fucina/core/error.hpp"
+
+namespace fucina::grammar {
+
+// The lazily built DFA over stack sets. Set 0 is the empty set (no parse survives); a set
+// lists node ids, -1 standing for the empty stack (the text is complete).
+class Automaton {
+ public:
+  explicit Automaton(const Grammar& g) : g_(&g) {
+    std::vector<std::int32_t> none;
+    intern_set(none);  // set 0
+    begin_expansion();
+    for (const std::uint32_t alt : g.rules[g.root])
+      expand(g.elements[alt].kind == ElementKind::End ? -1 : intern_node(alt, -1), scratch_);
+    start_ = intern_set(scratch_);
+  }
+
+  std::int32_t start() const { return start_; }
+  bool complete(std::int32_t set) const { return sets_[static_cast<std::size_t>(set)].complete; }
+  bool has_stacks(std::int32_t set) const {
+    const auto& s = sets_[static_cast<std::size_t>(set)];
+    return s.size > (s.complete ? 1u : 0u);
+  }
+
+  std::int32_t step(std::int32_t set, char32_t c) {
+    std::int32_t* slot;
+    if (c < 128) {
+      slot = &ascii_next_[static_cast<std::size_t>(set) * 128 + c];
+    } else {
+      slot = &other_next_.try_emplace((static_cast<std::uint64_t>(set) << 21) | c, unknown).first->second;
+    }
+    if (*slot != unknown) return *slot;
+    scratch_.clear();
+    begin_expansion();
+    const Set s = sets_[static_cast<std::size_t>(set)];
+    for (std::uint32_t i = 0; i < s.size; ++i) {
+      const std::int32_t item = items_[s.offset + i];
+      if (item < 0) continue;
+      const Node n = nodes_[static_cast<std::size_t>(item)];
+      if (!g_->charsets[g_->elements[n.pos].index].contains(c)) continue;
+      const std::uint32_t next = n.pos + 1;
+      expand(g_->elements[next].kind == ElementKind::End ? n.parent : intern_node(next, n.parent), scratch_);
+    }
+    const std::int32_t result = intern_set(scratch_);
+    // intern_set may have grown the tables: look the slot up again.
+    if (c < 128) ascii_next_[static_cast<std::size_t>(set) * 128 + c] = result;
+    else other_next_[(static_cast<std::uint64_t>(set) << 21) | c] = result;
+    return result;
+  }
+
+  // Whether a stack of `set` can match some code point in [lo, hi].
+  bool can_match_any(std::int32_t set, char32_t lo, char32_t hi) const {
+    const Set s = sets_[static_cast<std::size_t>(set)];
+    for (std::uint32_t i = 0; i < s.size; ++i) {
+      const std::int32_t item = items_[s.offset + i];
+      if (item >= 0 && g_->charsets[g_->elements[nodes_[static_cast<std::size_t>(item)].pos].index].intersects(lo, hi))
+        return true;
+    }
+    return false;
+  }
+
+  std::vector<std::uint64_t>* cached_mask(std::int32_t set) {
+    const auto it = masks_.find(set);
+    return it == masks_.end() ? nullptr : &it->second;
+  }
+  std::vector<std::uint64_t>& new_mask(std::int32_t set) {
+    if (masks_.size() >= max_masks) masks_.clear();
+    return masks_[set];
+  }
+
+  bool oversized() const { return nodes_.size() > max_nodes || sets_.size() > max_sets; }
+
+  // A fresh automaton holding only `set` (the others and every cache dropped); returns the
+  // set's id there. Keeps memory bounded over a long generation.
+  std::int32_t rebuild(std::int32_t set) {
+    Automaton fresh(*g_);
+    std::vector<std::int32_t> items;
+    const Set s = sets_[static_cast<std::size_t>(set)];
+    for (std::uint32_t i = 0; i < s.size; ++i) items.push_back(fresh.copy_stack(*this, items_[s.offset + i]));
+    const std::int32_t id = fresh.intern_set(items);
+    *this = std::move(fresh);
+    return id;
+  }
+
+ private:
+  static constexpr std::int32_t unknown = -2;
+  static constexpr std::size_t max_masks = 256, max_nodes = std::size_t{1} << 22, max_sets = std::size_t{1} << 16;
+
+  struct Node {
+    std::uint32_t pos;     // an element of kind Chars (what to match) or, below the top, Rule/Chars
+    std::int32_t parent;   // the stack below; -1: none
+  };
+  struct Set {
+    std::uint32_t offset, size;
+    bool complete;
+  };
+
+  std::int32_t copy_stack(const Automaton& from, std::int32_t n) {
+    if (n < 0) return -1;
+    const Node node = from.nodes_[static_cast<std::size_t>(n)];
+    return intern_node(node.pos, copy_stack(from, node.parent));
+  }
+
+  static std::uint64_t hash(std::uint32_t pos, std::int32_t parent) {
+    std::uint64_t h = (static_cast<std::uint64_t>(pos) << 32) ^ static_cast<std::uint32_t>(parent);
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+  }
+
+  std::int32_t intern_node(std::uint32_t pos, std::int32_t parent) {
+    if (node_table_.empty() || nodes_.size() * 2 >= node_table_.size()) grow_node_table();
+    const std::size_t mask = node_table_.size() - 1;
+    for (std::size_t i = hash(pos, parent) & mask;; i = (i + 1) & mask) {
+      const std::int32_t id = node_table_[i];
+      if (id < 0) {
+        node_table_[i] = static_cast<std::int32_t>(nodes_.size());
+        nodes_.push_back({pos, parent});
+        return node_table_[i];
+      }
+      const Node& n = nodes_[static_cast<std::size_t>(id)];
+      if (n.pos == pos && n.parent == parent) return id;
+    }
+  }
+  void grow_node_table() {
+    node_table_.assign(std::max<std::size_t>(1024, node_table_.size() * 2), -1);
+    const std::size_t mask = node_table_.size() - 1;
+    for (std::size_t id = 0; id < nodes_.size(); ++id) {
+      std::size_t i = hash(nodes_[id].pos, nodes_[id].parent) & mask;
+      while (node_table_[i] >= 0) i = (i + 1) & mask;
+      node_table_[i] = static_cast<std::int32_t>(id);
+    }
+  }
+
+  void begin_expansion() {
+    if (++epoch_ == 0) std::fill(expanded_.begin(), expanded_.end(), 0), epoch_ = 1;
+  }
+
+  // Appends the stacks `stack` stands for with a character class on top: a rule on top is
+  // replaced by each of its alternatives (an empty one: the stack below, expanded too).
+  void expand(std::int32_t stack, std::vector<std::int32_t>& out) {
+    if (stack < 0) {
+      out.push_back(-1);
+      return;
+    }
+    const Node n = nodes_[static_cast<std::size_t>(stack)];
+    const Element e = g_->elements[n.pos];
+    if (e.kind == ElementKind::Chars) {
+      out.push_back(stack);
+      return;
+    }
+    // A stack met again in one expansion (a cycle through rules that derive nothing, which
+    // the parser allows when it does not grow the stack) has its results in `out` already.
+    if (expanded_.size() < nodes_.size()) expanded_.resize(nodes_.size() * 2, 0);
+    if (expanded_[static_cast<std::size_t>(stack)] == epoch_) return;
+    expanded_[static_cast<std::size_t>(stack)] = epoch_;
+    const std::int32_t rest = g_->elements[n.pos + 1].kind == ElementKind::End ? n.parent : intern_node(n.pos + 1, n.parent);
+    for (const std::uint32_t alt : g_->rules[e.index])
+      expand(g_->elements[alt].kind == ElementKind::End ? rest : intern_node(alt, rest), out);
+  }
+
+  std::int32_t intern_set(std::vector<std::int32_t>& items) {
+    std::sort(items.begin(), items.end());
+    items.erase(std::unique(items.begin(), items.end()), items.end());
+    std::string key(items.size() * sizeof(std::int32_t), '\0');
+    if (!items.empty()) std::memcpy(key.data(), items.data(), key.size());
+    const auto [it, fresh] = set_ids_.try_emplace(std::move(key), static_cast<std::int32_t>(sets_.size()));
+    if (!fresh) return it->second;
+    sets_.push_back({static_cast<std::uint32_t>(items_.size()), static_cast<std::uint32_t>(items.size()),
+                     !items.empty() && items.front() == -1});
+    items_.insert(items_.end(), items.begin(), items.end());
+    ascii_next_.resize(sets_.size() * 128, unknown);
+    return it->second;
+  }
+
+  const Grammar* g_;
+  std::vector<Node> nodes_;
+  std::vector<std::int32_t> node_table_;  // open addressing over nodes_, -1 empty
+  std::vector<Set> sets_;
+  std::vector<std::int32_t> items_;
+  std::unordered_map<std::string, std::int32_t> set_ids_;
+  std::vector<std::int32_t> ascii_next_;                     // set * 128 + c -> set
+  std::unordered_map<std::uint64_t, std::int32_t> other_next_;  // set << 21 | c -> set
+  std::unordered_map<std::int32_t, std::vector<std::uint64_t>> masks_;
+  std::vector<std::int32_t> scratch_;
+  std::vector<std::uint32_t> expanded_;  // node -> epoch of the expansion that met it
+  std::uint32_t epoch_ = 0;
+  std::int32_t start_ = 0;
+};
+
+namespace {
+
+// Length of a UTF-8 sequence from its first byte; 0 for a byte that cannot start one.
+int utf8_length(std::uint8_t b) {
+  if (b < 0x80) return 1;
+  if ((b & 0xE0) == 0xC0) return b >= 0xC2 ? 2 : 0;  // C0/C1: overlong
+  if ((b & 0xF0) == 0xE0) return 3;
+  if ((b & 0xF8) == 0xF0) return b <= 0xF4 ? 4 : 0;
+  return 0;
+}
+
+}  // namespace
+
+Matcher::Matcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab)
+    : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {
+  FUCINA_CHECK(grammar_ != nullptr, InvalidArgument, "[grammar] no grammar given");
+  automaton_ = std::make_unique<Automaton>(*grammar_);
+  state_.set = automaton_->start();
+}
+Matcher::Matcher(Matcher&&) noexcept = default;
+Matcher& Matcher::operator=(Matcher&&) noexcept = default;
+Matcher::~Matcher() = default;
+
+// One byte; set 0 when refused.
+Matcher::State Matcher::step(State s, std::string_view bytes) {
+  Automaton& a = *automaton_;
+  for (const char ch : bytes) {
+    const auto b = static_cast<std::uint8_t>(ch);
+    if (s.pending == 0) {
+      const int len = utf8_length(b);
+      if (len == 1) {
+        s.set = a.step(s.set, b);
+      } else if (len == 0) {
+        return {};
+      } else {
+        s.partial = b & (0x7F >> len);
+        s.pending = static_cast<std::uint8_t>(len - 1);
+      }
+    } else {
+      if ((b & 0xC0) != 0x80) return {};
+      s.partial = (s.partial << 6) | (b & 0x3F);
+      if (--s.pending == 0) {
+        if (s.partial > 0x10FFFF) return {};
+        s.set = a.step(s.set, s.partial);
+        s.partial = 0;
+      }
+    }
+    if (s.pending > 0) {  // a character begun: some class must be able to finish it
+      const unsigned shift = 6u * s.pending;
+      const char32_t lo = s.partial << shift, hi = lo | ((char32_t{1} << shift) - 1);
+      if (!a.can_match_any(s.set, lo, hi)) return {};
+    }
+    if (s.set == 0) return {};
+  }
+  return s;
+}
+
+bool Matcher::accept(std::string_view bytes) {
+  const State next = step(state_, bytes);
+  if (next.set == 0) return false;
+  state_ = next;
+  if (automaton_->oversized()) state_.set = automaton_->rebuild(state_.set);
+  return true;
+}
+
+bool Matcher::complete() const { return state_.pending == 0 && automaton_->complete(state_.set); }
+bool Matcher::can_continue() const { return state_.pending > 0 || automaton_->has_stacks(state_.set); }
+
+bool Matcher::allows(TokenId id) {
+  FUCINA_CHECK(vocab_ != nullptr, InvalidArgument, "[grammar] token matching needs a vocabulary");
+  if (id < 0 || static_cast<std::size_t>(id) >= vocab_->size()) return false;
+  if (vocab_->is_end(id)) return complete();
+  const std::string_view piece = vocab_->piece(id);
+  return !piece.empty() && step(state_, piece).set != 0;
+}
+
+bool Matcher::accept_token(TokenId id) {
+  if (!allows(id)) return false;
+  return vocab_->is_end(id) || accept(vocab_->piece(id));
+}
+
+std::span<const std::uint64_t> Matcher::allowed() {
+  FUCINA_CHECK(vocab_ != nullptr, InvalidArgument, "[grammar] token masks need a vocabulary");
+  const bool cacheable = state_.pending == 0;
+  if (cacheable)
+    if (const auto* m = automaton_->cached_mask(state_.set)) return *m;
+  std::vector<std::uint64_t>& bits = cacheable ? automaton_->new_mask(state_.set) : scratch_;
+  const Vocabulary& v = *vocab_;
+  bits.assign((v.size() + 63) / 64, 0);
+  const auto set_bit = [&](TokenId id) { bits[static_cast<std::size_t>(id) >> 6] |= std::uint64_t{1} << (id & 63); };
+  // One pass over the trie in preorder; at[d]: the state after the first d bytes.
+  std::vector<State> at(1, state_);
+  for (std::size_t node = 1; node < v.nodes();) {
+    const std::size_t d = v.depth(node);
+    const char byte = static_cast<char>(v.byte(node));
+    const State s = step(at[d - 1], std::string_view(&byte, 1));
+    if (s.set == 0) {
+      node = v.subtree_end(node);
+      continue;
+    }
+    if (at.size() <= d) at.resize(d + 1);
+    at[d] = s;
+    for (const TokenId id : v.tokens_at(node)) set_bit(id);
+    ++node;
+  }
+  if (complete())
+    for (const TokenId id : v.end_tokens()) set_bit(id);
+  return bits;
+}
+
+std::size_t Matcher::mask(std::span<float> logits) {
+  const auto bits = allowed();
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < logits.size(); ++i) {
+    const bool ok = i < vocab_->size() && ((bits[i >> 6] >> (i & 63)) & 1);
+    if (ok) ++kept;
+    else logits[i] = -std::numeric_limits<float>::infinity();
+  }
+  return kept;
+}
+
+}  // namespace fucina::grammar
