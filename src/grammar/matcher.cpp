@@ -200,6 +200,9 @@ class Automaton {
 
 namespace {
 
+// The smallest code point a sequence of n bytes may encode (below: an overlong form).
+constexpr char32_t min_code_point[5] = {0, 0, 0x80, 0x800, 0x10000};
+
 // Length of a UTF-8 sequence from its first byte; 0 for a byte that cannot start one.
 int utf8_length(std::uint8_t b) {
   if (b < 0x80) return 1;
@@ -235,20 +238,23 @@ Matcher::State Matcher::step(State s, std::string_view bytes) {
       } else {
         s.partial = b & (0x7F >> len);
         s.pending = static_cast<std::uint8_t>(len - 1);
+        s.length = static_cast<std::uint8_t>(len);
       }
     } else {
       if ((b & 0xC0) != 0x80) return {};
       s.partial = (s.partial << 6) | (b & 0x3F);
       if (--s.pending == 0) {
-        if (s.partial > 0x10FFFF) return {};
-        s.set = a.step(s.set, s.partial);
+        const char32_t c = s.partial;
+        if (c < min_code_point[s.length] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return {};
+        s.set = a.step(s.set, c);
         s.partial = 0;
       }
     }
     if (s.pending > 0) {  // a character begun: some class must be able to finish it
       const unsigned shift = 6u * s.pending;
-      const char32_t lo = s.partial << shift, hi = lo | ((char32_t{1} << shift) - 1);
-      if (!a.can_match_any(s.set, lo, hi)) return {};
+      const char32_t lo = std::max<char32_t>(s.partial << shift, min_code_point[s.length]);
+      const char32_t hi = std::min<char32_t>((s.partial << shift) | ((char32_t{1} << shift) - 1), 0x10FFFF);
+      if (lo > hi || !a.can_match_any(s.set, lo, hi)) return {};
     }
     if (s.set == 0) return {};
   }

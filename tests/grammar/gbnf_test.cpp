@@ -141,6 +141,23 @@ TEST(Gbnf, PartialUtf8IsAllowedOnlyWhenItCanComplete) {
   EXPECT_FALSE(m.accept("\xff"));      // never UTF-8
 }
 
+// Byte-level vocabularies have tokens for any byte: overlong forms of ASCII, surrogates and
+// code points past U+10FFFF must not pass for characters.
+TEST(Gbnf, NonUtf8FormsAreRefused) {
+  const auto gr = grammar_of(R"(root ::= "{" [^x]* "}")");
+  for (const char* bad : {"\xe0\x81\xbb", "\xf0\x80\x80\xa2", "\xc1\xbb", "\xed\xa0\x80", "\xf4\x90\x80\x80"}) {
+    g::Matcher m(gr);
+    EXPECT_FALSE(m.accept(bad)) << bad;
+    g::Matcher inner(gr);
+    ASSERT_TRUE(inner.accept("{"));
+    EXPECT_FALSE(inner.accept(bad)) << bad;
+  }
+  g::Matcher m(gr);
+  EXPECT_FALSE(m.accept("\xe0\x81"));  // can only become overlong
+  EXPECT_TRUE(m.accept("{\xe0\xa4\x85\xf0\x9f\x98\x80}"));
+  EXPECT_TRUE(m.complete());
+}
+
 // A vocabulary of single bytes, ASCII words, multi-byte pieces that split characters, an
 // empty piece and an end token.
 struct TestVocab {

@@ -13,6 +13,8 @@
 // Bytes are decoded as UTF-8 on the way; a state may end inside a character, and a partial
 // character is accepted only when some stack's class can still match a code point it can
 // complete to (so a token ending mid-character is allowed exactly when a continuation is).
+// Overlong forms (E0 81 BB for "{"), surrogates and code points past U+10FFFF are refused:
+// byte-level vocabularies have tokens for them, and they are not UTF-8.
 // The text is complete when a stack is empty and no partial character is pending.
 // Token masks walk the Vocabulary's trie through the same cached steps, pruning a subtree at
 // the first refused byte, and are cached per state. End tokens are allowed only when the
@@ -57,8 +59,9 @@ class Matcher {
  private:
   struct State {
     std::int32_t set = 0;
-    char32_t partial = 0;     // bits of a character begun so far
-    std::uint8_t pending = 0; // continuation bytes it still needs
+    char32_t partial = 0;      // bits of a character begun so far
+    std::uint8_t pending = 0;  // continuation bytes it still needs
+    std::uint8_t length = 0;   // its length in bytes (an overlong form is refused)
   };
   State step(State s, std::string_view bytes);
 
