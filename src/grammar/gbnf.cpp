@@ -13,18 +13,16 @@
 namespace fucina::grammar {
 
 bool CharSet::intersects(char32_t lo, char32_t hi) const {
-  // Covered by the ranges: whether any range overlaps [lo, hi]; negated: whether the ranges
-  // leave a gap in it.
+  // The ranges are sorted and disjoint (finish()). Not negated: a range overlaps [lo, hi];
+  // negated: the ranges leave a gap in it.
   if (!negated) {
     for (const auto& r : ranges)
       if (r.lo <= hi && r.hi >= lo) return true;
     return false;
   }
-  std::vector<CharRange> sorted = ranges;
-  std::sort(sorted.begin(), sorted.end(), [](CharRange a, CharRange b) { return a.lo < b.lo; });
-  char32_t next = lo;  // first code point of [lo, hi] not yet known to be excluded
-  for (const auto& r : sorted) {
-    if (r.lo > next) return next <= hi;
+  char32_t next = lo;  // the first code point of [lo, hi] not known to be excluded
+  for (const auto& r : ranges) {
+    if (r.lo > next) break;
     if (r.hi >= next) next = r.hi + 1;
     if (next > hi || next == 0) return false;
   }
@@ -32,6 +30,13 @@ bool CharSet::intersects(char32_t lo, char32_t hi) const {
 }
 
 void CharSet::finish() {
+  std::sort(ranges.begin(), ranges.end(), [](CharRange a, CharRange b) { return a.lo < b.lo; });
+  std::vector<CharRange> merged;
+  for (const auto& r : ranges) {
+    if (!merged.empty() && r.lo <= merged.back().hi + 1) merged.back().hi = std::max(merged.back().hi, r.hi);
+    else merged.push_back(r);
+  }
+  ranges = std::move(merged);
   ascii = {};
   for (char32_t c = 0; c < 128; ++c) {
     bool in = false;

@@ -2,6 +2,7 @@
 #include "fucina/grammar/matcher.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -10,6 +11,45 @@
 #include "fucina/core/error.hpp"
 
 namespace fucina::grammar {
+
+// uint64 -> int32 with open addressing (the non-ASCII steps: looked up per trie node).
+class FlatMap {
+ public:
+  static constexpr std::uint64_t empty_key = ~std::uint64_t{0};
+  std::int32_t* find_or_insert(std::uint64_t key, std::int32_t fresh) {
+    if ((size_ + 1) * 2 > keys_.size()) grow();
+    const std::size_t mask = keys_.size() - 1;
+    for (std::size_t i = hash(key) & mask;; i = (i + 1) & mask) {
+      if (keys_[i] == key) return &values_[i];
+      if (keys_[i] == empty_key) {
+        keys_[i] = key, values_[i] = fresh, ++size_;
+        return &values_[i];
+      }
+    }
+  }
+
+ private:
+  static std::uint64_t hash(std::uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    return h ^ (h >> 33);
+  }
+  void grow() {
+    std::vector<std::uint64_t> keys(std::max<std::size_t>(1024, keys_.size() * 2), empty_key);
+    std::vector<std::int32_t> values(keys.size());
+    const std::size_t mask = keys.size() - 1;
+    for (std::size_t j = 0; j < keys_.size(); ++j) {
+      if (keys_[j] == empty_key) continue;
+      std::size_t i = hash(keys_[j]) & mask;
+      while (keys[i] != empty_key) i = (i + 1) & mask;
+      keys[i] = keys_[j], values[i] = values_[j];
+    }
+    keys_ = std::move(keys), values_ = std::move(values);
+  }
+  std::vector<std::uint64_t> keys_;
+  std::vector<std::int32_t> values_;
+  std::size_t size_ = 0;
+};
 
 // The lazily built DFA over stack sets. Set 0 is the empty set (no parse survives); a set
 // lists node ids, -1 standing for the empty stack (the text is complete).
@@ -32,29 +72,34 @@ class Automaton {
   }
 
   std::int32_t step(std::int32_t set, char32_t c) {
-    std::int32_t* slot;
-    if (c < 128) {
-      slot = &ascii_next_[static_cast<std::size_t>(set) * 128 + c];
-    } else {
-      slot = &other_next_.try_emplace((static_cast<std::uint64_t>(set) << 21) | c, unknown).first->second;
+    if (c < 128) {  // the hot path of a trie walk: one table read
+      const std::int32_t next = ascii_next_[static_cast<std::size_t>(set) * 128 + c];
+      if (next != unknown) return next;
     }
-    if (*slot != unknown) return *slot;
-    scratch_.clear();
-    begin_expansion();
     const Set s = sets_[static_cast<std::size_t>(set)];
-    for (std::uint32_t i = 0; i < s.size; ++i) {
+    const auto holds = [&](std::uint32_t i) {
       const std::int32_t item = items_[s.offset + i];
-      if (item < 0) continue;
-      const Node n = nodes_[static_cast<std::size_t>(item)];
-      if (!g_->charsets[g_->elements[n.pos].index].contains(c)) continue;
-      const std::uint32_t next = n.pos + 1;
-      expand(g_->elements[next].kind == ElementKind::End ? n.parent : intern_node(next, n.parent), scratch_);
+      return item >= 0 && g_->charsets[g_->elements[nodes_[static_cast<std::size_t>(item)].pos].index].contains(c);
+    };
+    if (c < 128) {
+      const std::size_t slot = static_cast<std::size_t>(set) * 128 + c;
+      if (ascii_next_[slot] == unknown) {
+        const std::int32_t next = advance(set, holds);
+        ascii_next_[slot] = next;  // after advance: it may have grown the table
+      }
+      return ascii_next_[slot];
     }
-    const std::int32_t result = intern_set(scratch_);
-    // intern_set may have grown the tables: look the slot up again.
-    if (c < 128) ascii_next_[static_cast<std::size_t>(set) * 128 + c] = result;
-    else other_next_[(static_cast<std::uint64_t>(set) << 21) | c] = result;
-    return result;
+    // Beyond ASCII the step depends only on which stacks' classes hold c: it is cached per
+    // (set, that bitmask), so a vocabulary's thousands of CJK characters share an entry.
+    if (s.size > 32) return advance(set, holds);
+    std::uint64_t matched = 0;
+    for (std::uint32_t i = 0; i < s.size; ++i)
+      if (holds(i)) matched |= std::uint64_t{1} << i;
+    const std::uint64_t key = (static_cast<std::uint64_t>(set) << 32) | matched;
+    if (const std::int32_t cached = *other_next_.find_or_insert(key, unknown); cached != unknown) return cached;
+    const std::int32_t next = advance(set, [&](std::uint32_t i) { return (matched >> i) & 1; });
+    *other_next_.find_or_insert(key, unknown) = next;
+    return next;
   }
 
   // Whether a stack of `set` can match some code point in [lo, hi].
@@ -142,6 +187,22 @@ class Automaton {
     }
   }
 
+  // The set after one character: the stacks whose top class holds it (holds(i) for item i)
+  // advanced past it and expanded.
+  template <class Holds>
+  std::int32_t advance(std::int32_t set, const Holds& holds) {
+    scratch_.clear();
+    begin_expansion();
+    const Set s = sets_[static_cast<std::size_t>(set)];
+    for (std::uint32_t i = 0; i < s.size; ++i) {
+      if (!holds(i)) continue;
+      const Node n = nodes_[static_cast<std::size_t>(items_[s.offset + i])];
+      const std::uint32_t next = n.pos + 1;
+      expand(g_->elements[next].kind == ElementKind::End ? n.parent : intern_node(next, n.parent), scratch_);
+    }
+    return intern_set(scratch_);
+  }
+
   void begin_expansion() {
     if (++epoch_ == 0) std::fill(expanded_.begin(), expanded_.end(), 0), epoch_ = 1;
   }
@@ -190,7 +251,7 @@ class Automaton {
   std::vector<std::int32_t> items_;
   std::unordered_map<std::string, std::int32_t> set_ids_;
   std::vector<std::int32_t> ascii_next_;                     // set * 128 + c -> set
-  std::unordered_map<std::uint64_t, std::int32_t> other_next_;  // set << 21 | c -> set
+  FlatMap other_next_;                     // set << 32 | classes holding c -> set
   std::unordered_map<std::int32_t, std::vector<std::uint64_t>> masks_;
   std::vector<std::int32_t> scratch_;
   std::vector<std::uint32_t> expanded_;  // node -> epoch of the expansion that met it
@@ -224,38 +285,37 @@ Matcher::Matcher(Matcher&&) noexcept = default;
 Matcher& Matcher::operator=(Matcher&&) noexcept = default;
 Matcher::~Matcher() = default;
 
-// One byte; set 0 when refused.
-Matcher::State Matcher::step(State s, std::string_view bytes) {
+// One byte more; set 0 when refused.
+Matcher::State Matcher::step(State s, std::uint8_t b) {
   Automaton& a = *automaton_;
+  if (s.pending == 0) {
+    const int len = utf8_length(b);
+    if (len == 1) return {.set = a.step(s.set, b)};
+    if (len == 0) return {};
+    s.partial = b & (0x7F >> len);
+    s.pending = static_cast<std::uint8_t>(len - 1);
+    s.length = static_cast<std::uint8_t>(len);
+  } else {
+    if ((b & 0xC0) != 0x80) return {};
+    s.partial = (s.partial << 6) | (b & 0x3F);
+    if (--s.pending == 0) {
+      const char32_t c = s.partial;
+      if (c < min_code_point[s.length] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return {};
+      return {.set = a.step(s.set, c)};
+    }
+  }
+  // A character begun: some class must be able to finish it.
+  const unsigned shift = 6u * s.pending;
+  const char32_t lo = std::max<char32_t>(s.partial << shift, min_code_point[s.length]);
+  const char32_t hi = std::min<char32_t>((s.partial << shift) | ((char32_t{1} << shift) - 1), 0x10FFFF);
+  const bool surrogates_only = lo >= 0xD800 && hi <= 0xDFFF;
+  if (lo > hi || surrogates_only || !a.can_match_any(s.set, lo, hi)) return {};
+  return s;
+}
+
+Matcher::State Matcher::step(State s, std::string_view bytes) {
   for (const char ch : bytes) {
-    const auto b = static_cast<std::uint8_t>(ch);
-    if (s.pending == 0) {
-      const int len = utf8_length(b);
-      if (len == 1) {
-        s.set = a.step(s.set, b);
-      } else if (len == 0) {
-        return {};
-      } else {
-        s.partial = b & (0x7F >> len);
-        s.pending = static_cast<std::uint8_t>(len - 1);
-        s.length = static_cast<std::uint8_t>(len);
-      }
-    } else {
-      if ((b & 0xC0) != 0x80) return {};
-      s.partial = (s.partial << 6) | (b & 0x3F);
-      if (--s.pending == 0) {
-        const char32_t c = s.partial;
-        if (c < min_code_point[s.length] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return {};
-        s.set = a.step(s.set, c);
-        s.partial = 0;
-      }
-    }
-    if (s.pending > 0) {  // a character begun: some class must be able to finish it
-      const unsigned shift = 6u * s.pending;
-      const char32_t lo = std::max<char32_t>(s.partial << shift, min_code_point[s.length]);
-      const char32_t hi = std::min<char32_t>((s.partial << shift) | ((char32_t{1} << shift) - 1), 0x10FFFF);
-      if (lo > hi || !a.can_match_any(s.set, lo, hi)) return {};
-    }
+    s = step(s, static_cast<std::uint8_t>(ch));
     if (s.set == 0) return {};
   }
   return s;
@@ -295,16 +355,15 @@ std::span<const std::uint64_t> Matcher::allowed() {
   bits.assign((v.size() + 63) / 64, 0);
   const auto set_bit = [&](TokenId id) { bits[static_cast<std::size_t>(id) >> 6] |= std::uint64_t{1} << (id & 63); };
   // One pass over the trie in preorder; at[d]: the state after the first d bytes.
-  std::vector<State> at(1, state_);
+  std::vector<State> at(v.max_depth() + 1);
+  at[0] = state_;
   for (std::size_t node = 1; node < v.nodes();) {
     const std::size_t d = v.depth(node);
-    const char byte = static_cast<char>(v.byte(node));
-    const State s = step(at[d - 1], std::string_view(&byte, 1));
+    const State s = step(at[d - 1], v.byte(node));
     if (s.set == 0) {
       node = v.subtree_end(node);
       continue;
     }
-    if (at.size() <= d) at.resize(d + 1);
     at[d] = s;
     for (const TokenId id : v.tokens_at(node)) set_bit(id);
     ++node;
@@ -316,12 +375,24 @@ std::span<const std::uint64_t> Matcher::allowed() {
 
 std::size_t Matcher::mask(std::span<float> logits) {
   const auto bits = allowed();
+  constexpr float refused = -std::numeric_limits<float>::infinity();
+  const std::size_t n = std::min(logits.size(), vocab_->size());
   std::size_t kept = 0;
-  for (std::size_t i = 0; i < logits.size(); ++i) {
-    const bool ok = i < vocab_->size() && ((bits[i >> 6] >> (i & 63)) & 1);
-    if (ok) ++kept;
-    else logits[i] = -std::numeric_limits<float>::infinity();
+  // A word at a time: most words are all refused (a fill) or all allowed (nothing to do).
+  for (std::size_t w = 0; w * 64 < n; ++w) {
+    const std::uint64_t word = bits[w];
+    const std::size_t base = w * 64, len = std::min<std::size_t>(64, n - base);
+    kept += static_cast<std::size_t>(std::popcount(word));
+    if (word == ~std::uint64_t{0}) continue;
+    if (word == 0) {
+      std::fill_n(logits.begin() + static_cast<std::ptrdiff_t>(base), len, refused);
+      continue;
+    }
+    for (std::size_t i = 0; i < len; ++i)
+      if (!((word >> i) & 1)) logits[base + i] = refused;
   }
+  // Rows past the tokenizer's vocabulary (a model's padding) are never allowed.
+  std::fill(logits.begin() + static_cast<std::ptrdiff_t>(n), logits.end(), refused);
   return kept;
 }
 

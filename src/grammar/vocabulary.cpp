@@ -38,6 +38,7 @@ Vocabulary::Vocabulary(const std::vector<std::string>& pieces, const std::vector
       depth_.push_back(static_cast<std::uint16_t>(d + 1));
     }
     owner.push_back(path.back());
+    max_depth_ = std::max(max_depth_, p.size());
     prev = p;
   }
   // Subtree ends: a node's subtree runs until the next node no deeper than it.

@@ -154,6 +154,7 @@ TEST(Gbnf, NonUtf8FormsAreRefused) {
   }
   g::Matcher m(gr);
   EXPECT_FALSE(m.accept("\xe0\x81"));  // can only become overlong
+  EXPECT_FALSE(m.accept("\xed\xa0"));  // can only become a surrogate
   EXPECT_TRUE(m.accept("{\xe0\xa4\x85\xf0\x9f\x98\x80}"));
   EXPECT_TRUE(m.complete());
 }

@@ -42,7 +42,7 @@ struct CharSet {
   }
   // Whether some code point in [lo, hi] is in the set (a partial UTF-8 sequence's range).
   bool intersects(char32_t lo, char32_t hi) const;
-  void finish();  // fills `ascii` from ranges/negated
+  void finish();  // sorts and merges the ranges, fills `ascii`
 };
 
 enum class ElementKind : std::uint8_t { Chars, Rule, End };

@@ -63,6 +63,7 @@ class Matcher {
     std::uint8_t pending = 0;  // continuation bytes it still needs
     std::uint8_t length = 0;   // its length in bytes (an overlong form is refused)
   };
+  State step(State s, std::uint8_t byte);
   State step(State s, std::string_view bytes);
 
   std::shared_ptr<const Grammar> grammar_;

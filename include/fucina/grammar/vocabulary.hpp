@@ -31,6 +31,7 @@ class Vocabulary {
   std::size_t nodes() const { return byte_.size(); }
   std::uint8_t byte(std::size_t node) const { return byte_[node]; }
   std::uint16_t depth(std::size_t node) const { return depth_[node]; }
+  std::size_t max_depth() const { return max_depth_; }
   std::uint32_t subtree_end(std::size_t node) const { return end_[node]; }
   // Tokens whose bytes end at `node`.
   std::span<const TokenId> tokens_at(std::size_t node) const {
@@ -44,6 +45,7 @@ class Vocabulary {
   std::vector<TokenId> end_tokens_;
   std::vector<std::uint8_t> byte_;
   std::vector<std::uint16_t> depth_;
+  std::size_t max_depth_ = 0;
   std::vector<std::uint32_t> end_;
   std::vector<std::uint32_t> tok_begin_;  // nodes() + 1 offsets into tokens_
   std::vector<TokenId> tokens_;
