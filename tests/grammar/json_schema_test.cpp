@@ -133,6 +133,10 @@ TEST(JsonSchema, ObjectsArraysStringsPatterns) {
   EXPECT_FALSE(matches(gr, "{" + id + R"(, "tags": ["a"], "other": 1})"));  // no additional keys
   EXPECT_FALSE(matches(gr, R"({"tags": ["a"]})"));                          // id is required
   EXPECT_FALSE(matches(gr, "{" + id + R"(, "tags": ["a"], "when": "2024-13-01"})"));
+  for (const char* bad : {"2023-02-29", "1900-02-29", "2023-04-31", "0000-01-01", "2023-00-10", "2023-01-32"})
+    EXPECT_FALSE(matches(gr, "{" + id + R"(, "tags": ["a"], "when": ")" + bad + "\"}")) << bad;
+  for (const char* ok : {"2024-02-29", "2000-02-29", "0400-02-29", "2023-12-31", "0001-01-01", "2023-06-30"})
+    EXPECT_TRUE(matches(gr, "{" + id + R"(, "tags": ["a"], "when": ")" + ok + "\"}")) << ok;
 }
 
 TEST(JsonSchema, RefsAllOfAdditionalProperties) {
