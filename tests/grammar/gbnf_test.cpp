@@ -14,27 +14,17 @@
 #include "fucina/core/error.hpp"
 #include "fucina/grammar/grammar.hpp"
 #include "fucina/grammar/matcher.hpp"
-#include "support/shared_dir.hpp"
+#include "grammar/grammar_cases.hpp"
 
 namespace {
 
 namespace g = fucina::grammar;
+using fucina::test::load_grammar_cases;
+using fucina::test::matches;
 using nlohmann::json;
-
-json load_cases(const std::string& name) {
-  std::ifstream in(fucina::test::test_data_dir() / "grammar" / name);
-  EXPECT_TRUE(in) << name;
-  return json::parse(in);
-}
 
 std::shared_ptr<const g::Grammar> grammar_of(std::string_view text, std::string_view root = "root") {
   return std::make_shared<const g::Grammar>(g::parse_gbnf(text, root));
-}
-
-// Whole-string match: every byte accepted and the text complete.
-bool matches(const std::shared_ptr<const g::Grammar>& gr, std::string_view s) {
-  g::Matcher m(gr);
-  return m.accept(s) && m.complete();
 }
 
 std::string parse_error(std::string_view text) {
@@ -60,7 +50,7 @@ TEST(Gbnf, LlamaCppParserVerdicts) {
   // stays small and is accepted.
   const std::string nested = "(((((([^x]*){0,99}){0,99}){0,99}){0,99}){0,99}){0,99}";
   int n = 0;
-  for (const auto& c : load_cases("parser.json")) {
+  for (const auto& c : load_grammar_cases("parser.json")) {
     if (c.contains("skip")) continue;
     const std::string text = c["grammar"];
     const std::string root = c.value("root", "root");
@@ -81,7 +71,7 @@ TEST(Gbnf, LlamaCppParserVerdicts) {
 
 TEST(Gbnf, LlamaCppIntegrationStrings) {
   int strings = 0;
-  for (const auto& c : load_cases("integration.json")) {
+  for (const auto& c : load_grammar_cases("integration.json")) {
     if (c["kind"] != "grammar" || c.contains("skip")) continue;
     const auto gr = grammar_of(c["grammar"].get<std::string>());
     for (const auto& s : c["pass"]) EXPECT_TRUE(matches(gr, case_string(s))) << c["name"] << ": " << s;

@@ -12,27 +12,18 @@
 #include "fucina/core/error.hpp"
 #include "fucina/grammar/json_schema.hpp"
 #include "fucina/grammar/matcher.hpp"
-#include "support/shared_dir.hpp"
+#include "grammar/grammar_cases.hpp"
 
 namespace {
 
 namespace g = fucina::grammar;
+using fucina::test::load_grammar_cases;
+using fucina::test::matches;
 using nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
-json load_cases(const std::string& name) {
-  std::ifstream in(fucina::test::test_data_dir() / "grammar" / name);
-  EXPECT_TRUE(in) << name;
-  return json::parse(in);
-}
-
 std::shared_ptr<const g::Grammar> schema_grammar(std::string_view schema) {
   return std::make_shared<const g::Grammar>(g::from_json_schema_text(schema));
-}
-
-bool matches(const std::shared_ptr<const g::Grammar>& gr, std::string_view s) {
-  g::Matcher m(gr);
-  return m.accept(s) && m.complete();
 }
 
 std::string conversion_error(std::string_view schema) {
@@ -46,7 +37,7 @@ std::string conversion_error(std::string_view schema) {
 
 TEST(JsonSchema, LlamaCppConversionVerdicts) {
   int n = 0;
-  for (const auto& c : load_cases("json_schema.json")) {
+  for (const auto& c : load_grammar_cases("json_schema.json")) {
     const std::string schema = c["schema"];
     bool converted = true;
     std::string error;
@@ -63,7 +54,7 @@ TEST(JsonSchema, LlamaCppConversionVerdicts) {
 
 // llama.cpp's expected grammars are GBNF our parser must read.
 TEST(JsonSchema, LlamaCppExpectedGrammarsParse) {
-  for (const auto& c : load_cases("json_schema.json")) {
+  for (const auto& c : load_grammar_cases("json_schema.json")) {
     if (c["status"] != "success") continue;
     EXPECT_NO_THROW(g::parse_gbnf(c["llama_grammar"].get<std::string>())) << c["name"];
   }
@@ -71,7 +62,7 @@ TEST(JsonSchema, LlamaCppExpectedGrammarsParse) {
 
 TEST(JsonSchema, LlamaCppSchemaStrings) {
   int strings = 0;
-  for (const auto& c : load_cases("integration.json")) {
+  for (const auto& c : load_grammar_cases("integration.json")) {
     if (c["kind"] != "schema" || c.contains("skip")) continue;
     const auto gr = schema_grammar(c["schema"].get<std::string>());
     for (const auto& s : c["pass"]) EXPECT_TRUE(matches(gr, s["text"].get<std::string>())) << c["name"] << ": " << s;

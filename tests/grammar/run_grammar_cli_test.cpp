@@ -19,6 +19,7 @@
 namespace {
 
 using fucina::test::CliResult;
+using fucina::test::expect_one_line_error;
 using fucina::test::run_fucina;
 using fucina::test::Capture;
 
@@ -27,14 +28,8 @@ class GrammarCli : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = std::filesystem::temp_directory_path() / ("fucina_grammar_cli_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
-    fucina::model::SynthSpec spec;
-    spec.arch = "qwen3";
-    spec.n_embd = 64;
-    spec.n_layer = 1;
-    spec.n_ff = 128;
-    spec.n_ctx = 512;
-    spec.seed = 9;
-    fucina::model::write_synthetic_model(dir_ / "m.gguf", spec);
+    // One small layer, the built-in byte vocabulary: fast, and its byte tokens split UTF-8.
+    fucina::model::write_synthetic_model(dir_ / "m.gguf", {.arch = "qwen3", .n_layer = 1, .n_ff = 128, .seed = 9, .vocab_from = {}});
     std::ofstream(dir_ / "yes_no.gbnf") << "# a comment\nroot ::= (\"yes\" | \"no\") \"!\"\n";
     std::ofstream(dir_ / "bad.gbnf") << "root ::= \"a\"\nitem ::= [a-z\n";
     std::ofstream(dir_ / "schema.json") << R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 3}}, "required": ["n"]})";
@@ -49,13 +44,6 @@ class GrammarCli : public ::testing::Test {
   static inline std::filesystem::path dir_;
 };
 
-void expect_one_line_error(const CliResult& r, int status, const std::string& needle) {
-  EXPECT_EQ(r.status, status) << r.output;
-  std::string out = r.output;
-  while (!out.empty() && out.back() == '\n') out.pop_back();
-  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 0) << r.output;
-  EXPECT_NE(out.find(needle), std::string::npos) << r.output;
-}
 
 TEST_F(GrammarCli, GbnfOutputIsASentence) {
   for (int seed = 1; seed <= 6; ++seed) {
