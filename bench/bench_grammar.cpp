@@ -1,5 +1,5 @@
 // Grammar-constrained sampling cost per token at a 151,936-token vocabulary (Qwen2's, from
-// ../shared/models/tiny-qwen3-f16.gguf) with a 10-property JSON schema:
+// ../shared/models/tiny-qwen3-f16.gguf) with the 10-property JSON schema bench/schema_10.json:
 //   Mask/<state>/cold   the full vocabulary mask of a state seen for the first time (a
 //                       trie walk), i.e. llama.cpp's grammar sampler work on a refused token
 //   Mask/<state>/cached the same state again: the cached bitset applied to a logits row
@@ -12,7 +12,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <random>
 
 #include "fucina/generate/generator.hpp"
@@ -31,23 +33,13 @@ fs::path shared_dir() {
   return fs::path(__FILE__).parent_path().parent_path().parent_path() / "shared";  // <repo>/../shared
 }
 
-// The schema of docs/BENCHMARK.md's constrained-decode rows (also bench/schema_10.json).
-constexpr std::string_view schema_10 = R"({
-  "type": "object",
-  "properties": {
-    "id": {"type": "integer", "minimum": 0},
-    "name": {"type": "string", "maxLength": 40},
-    "email": {"type": "string"},
-    "age": {"type": "integer", "minimum": 0, "maximum": 150},
-    "score": {"type": "number"},
-    "active": {"type": "boolean"},
-    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
-    "role": {"enum": ["admin", "user", "guest"]},
-    "created": {"type": "string", "format": "date"},
-    "note": {"type": ["string", "null"]}
-  },
-  "required": ["id", "name", "email", "age", "score", "active", "tags", "role", "created", "note"]
-})";
+// The 10-property schema of docs/BENCHMARK.md's rows (bench/compare_grammar.sh uses it too).
+std::string schema_10() {
+  std::ifstream in(fs::path(__FILE__).parent_path() / "schema_10.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 struct Setup {
   std::shared_ptr<const g::Vocabulary> vocab;
@@ -60,7 +52,7 @@ const Setup* setup() {
     if (!fs::exists(path)) return nullptr;
     const fucina::tokenizer::Tokenizer tok(fucina::tokenizer::load_tokenizer_data(fucina::gguf::Reader::open(path)));
     return std::make_unique<Setup>(Setup{fucina::generate::grammar_vocabulary(tok),
-                                         std::make_shared<const g::Grammar>(g::from_json_schema_text(schema_10))});
+                                         std::make_shared<const g::Grammar>(g::from_json_schema_text(schema_10()))});
   }();
   return s.get();
 }
