@@ -35,7 +35,7 @@ fs::path shared_dir() {
 
 // The 10-property schema of docs/BENCHMARK.md's rows (bench/compare_grammar.sh uses it too).
 std::string schema_10() {
-  std::ifstream in(fs::path(__FILE__).parent_path() / "schema_10.json");
+  std::ifstream in(fs::path(FUCINA_BENCH_DIR) / "schema_10.json");
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();

@@ -37,6 +37,10 @@ void CharSet::finish() {
     else merged.push_back(r);
   }
   ranges = std::move(merged);
+  const bool some = intersects(0x80, 0x10FFFF);
+  const bool all = !(negated ? CharSet{ranges, false, {}, 0}.intersects(0x80, 0x10FFFF)
+                             : CharSet{ranges, true, {}, 0}.intersects(0x80, 0x10FFFF));
+  beyond_ascii = all ? 2 : some ? 0 : 1;
   ascii = {};
   for (char32_t c = 0; c < 128; ++c) {
     bool in = false;

@@ -89,8 +89,16 @@ class Automaton {
       }
       return ascii_next_[slot];
     }
-    // Beyond ASCII the step depends only on which stacks' classes hold c: it is cached per
-    // (set, that bitmask), so a vocabulary's thousands of CJK characters share an entry.
+    // Beyond ASCII the step depends only on which stacks' classes hold c: one step for all
+    // when each class holds all or none of them, else cached per (set, that bitmask), so a
+    // vocabulary's thousands of CJK characters share an entry.
+    if (s.uniform_beyond_ascii) {
+      if (beyond_ascii_next_[static_cast<std::size_t>(set)] == unknown) {
+        const std::int32_t next = advance(set, holds);
+        beyond_ascii_next_[static_cast<std::size_t>(set)] = next;
+      }
+      return beyond_ascii_next_[static_cast<std::size_t>(set)];
+    }
     if (s.size > 32) return advance(set, holds);
     std::uint64_t matched = 0;
     for (std::uint32_t i = 0; i < s.size; ++i)
@@ -105,6 +113,7 @@ class Automaton {
   // Whether a stack of `set` can match some code point in [lo, hi].
   bool can_match_any(std::int32_t set, char32_t lo, char32_t hi) const {
     const Set s = sets_[static_cast<std::size_t>(set)];
+    if (s.uniform_beyond_ascii && lo >= 0x80) return s.any_beyond_ascii;
     for (std::uint32_t i = 0; i < s.size; ++i) {
       const std::int32_t item = items_[s.offset + i];
       if (item >= 0 && g_->charsets[g_->elements[nodes_[static_cast<std::size_t>(item)].pos].index].intersects(lo, hi))
@@ -147,6 +156,10 @@ class Automaton {
   struct Set {
     std::uint32_t offset, size;
     bool complete;
+    // Every stack's class holds all code points beyond ASCII or none (CharSet::beyond_ascii):
+    // then one step serves them all, and any partial character is viable iff some does.
+    bool uniform_beyond_ascii;
+    bool any_beyond_ascii;
   };
 
   std::int32_t copy_stack(const Automaton& from, std::int32_t n) {
@@ -237,8 +250,16 @@ class Automaton {
     if (!items.empty()) std::memcpy(key.data(), items.data(), key.size());
     const auto [it, fresh] = set_ids_.try_emplace(std::move(key), static_cast<std::int32_t>(sets_.size()));
     if (!fresh) return it->second;
+    bool uniform = true, any = false;
+    for (const std::int32_t item : items) {
+      if (item < 0) continue;
+      const std::uint8_t b = g_->charsets[g_->elements[nodes_[static_cast<std::size_t>(item)].pos].index].beyond_ascii;
+      uniform &= b != 0;
+      any |= b == 2;
+    }
     sets_.push_back({static_cast<std::uint32_t>(items_.size()), static_cast<std::uint32_t>(items.size()),
-                     !items.empty() && items.front() == -1});
+                     !items.empty() && items.front() == -1, uniform, any});
+    beyond_ascii_next_.push_back(unknown);
     items_.insert(items_.end(), items.begin(), items.end());
     ascii_next_.resize(sets_.size() * 128, unknown);
     return it->second;
@@ -252,6 +273,7 @@ class Automaton {
   std::unordered_map<std::string, std::int32_t> set_ids_;
   std::vector<std::int32_t> ascii_next_;                     // set * 128 + c -> set
   FlatMap other_next_;                     // set << 32 | classes holding c -> set
+  std::vector<std::int32_t> beyond_ascii_next_;  // set -> set, for uniform_beyond_ascii sets
   std::unordered_map<std::int32_t, std::vector<std::uint64_t>> masks_;
   std::vector<std::int32_t> scratch_;
   std::vector<std::uint32_t> expanded_;  // node -> epoch of the expansion that met it

@@ -33,6 +33,9 @@ struct CharSet {
   std::vector<CharRange> ranges;
   bool negated = false;
   std::array<std::uint64_t, 2> ascii{};  // membership of 0..127, precomputed
+  // Beyond ASCII: 0 some code points in, some out; 1 none in; 2 all in (the usual cases:
+  // "x", [a-z] hold none; [^"\\], . hold all), precomputed.
+  std::uint8_t beyond_ascii = 0;
 
   bool contains(char32_t c) const {
     if (c < 128) return (ascii[c >> 6] >> (c & 63)) & 1;
