@@ -12,7 +12,7 @@
 
 namespace fucina::grammar {
 
-// uint64 -> int32 with open addressing (the non-ASCII steps: looked up per trie node).
+// uint64 -> int32 with open addressing: node ids by (pos, parent), steps beyond ASCII.
 class FlatMap {
  public:
   static constexpr std::uint64_t empty_key = ~std::uint64_t{0};
@@ -168,36 +168,13 @@ class Automaton {
     return intern_node(node.pos, copy_stack(from, node.parent));
   }
 
-  static std::uint64_t hash(std::uint32_t pos, std::int32_t parent) {
-    std::uint64_t h = (static_cast<std::uint64_t>(pos) << 32) ^ static_cast<std::uint32_t>(parent);
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    return h;
-  }
-
+  // The node (pos, parent), made once: equal stacks are one node.
   std::int32_t intern_node(std::uint32_t pos, std::int32_t parent) {
-    if (node_table_.empty() || nodes_.size() * 2 >= node_table_.size()) grow_node_table();
-    const std::size_t mask = node_table_.size() - 1;
-    for (std::size_t i = hash(pos, parent) & mask;; i = (i + 1) & mask) {
-      const std::int32_t id = node_table_[i];
-      if (id < 0) {
-        node_table_[i] = static_cast<std::int32_t>(nodes_.size());
-        nodes_.push_back({pos, parent});
-        return node_table_[i];
-      }
-      const Node& n = nodes_[static_cast<std::size_t>(id)];
-      if (n.pos == pos && n.parent == parent) return id;
-    }
-  }
-  void grow_node_table() {
-    node_table_.assign(std::max<std::size_t>(1024, node_table_.size() * 2), -1);
-    const std::size_t mask = node_table_.size() - 1;
-    for (std::size_t id = 0; id < nodes_.size(); ++id) {
-      std::size_t i = hash(nodes_[id].pos, nodes_[id].parent) & mask;
-      while (node_table_[i] >= 0) i = (i + 1) & mask;
-      node_table_[i] = static_cast<std::int32_t>(id);
-    }
+    const auto fresh = static_cast<std::int32_t>(nodes_.size());
+    const std::int32_t id =
+        *node_ids_.find_or_insert((static_cast<std::uint64_t>(pos) << 32) | static_cast<std::uint32_t>(parent + 1), fresh);
+    if (id == fresh) nodes_.push_back({pos, parent});
+    return id;
   }
 
   // The set after one character: the stacks whose top class holds it (holds(i) for item i)
@@ -267,7 +244,7 @@ class Automaton {
 
   const Grammar* g_;
   std::vector<Node> nodes_;
-  std::vector<std::int32_t> node_table_;  // open addressing over nodes_, -1 empty
+  FlatMap node_ids_;                      // pos << 32 | parent + 1 -> node
   std::vector<Set> sets_;
   std::vector<std::int32_t> items_;
   std::unordered_map<std::string, std::int32_t> set_ids_;
