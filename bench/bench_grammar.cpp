@@ -3,6 +3,9 @@
 //   Mask/<state>/cold   the full vocabulary mask of a state seen for the first time (a
 //                       trie walk), i.e. llama.cpp's grammar sampler work on a refused token
 //   Mask/<state>/cached the same state again: the cached bitset applied to a logits row
+//   Mask/<state>/next   the state one character further, its mask not cached but the
+//                       matcher's steps warm from the mask before (how decoding meets a new
+//                       state: cold above also builds every step of a fresh matcher)
 //   CheckToken          is one sampled token allowed (the common case: no mask needed)
 //   Decode              one generated token as a random-weight model drives it: a uniformly
 //                       random candidate, checked, the vocabulary masked when it is refused,
@@ -63,7 +66,9 @@ const std::pair<const char*, const char*> states[] = {
     {"number", R"({"id": 7, "name": "Ada", "email": "a@b.c", "age": 3)"},
 };
 
-void mask(benchmark::State& state, std::string_view prefix, bool cached) {
+enum class Kind { Cold, Cached, Next };
+
+void mask(benchmark::State& state, std::string_view prefix, Kind kind) {
   const Setup* s = setup();
   if (!s) return state.SkipWithError("../shared/models/tiny-qwen3-f16.gguf not found");
   std::vector<float> logits(s->vocab->size(), 0.f);
@@ -71,8 +76,16 @@ void mask(benchmark::State& state, std::string_view prefix, bool cached) {
   warm.accept(prefix);
   std::size_t kept = 0;
   for (auto _ : state) {
-    if (cached) {
+    if (kind == Kind::Cached) {
       kept = warm.mask(logits);
+    } else if (kind == Kind::Next) {
+      state.PauseTiming();
+      g::Matcher m(s->grammar, s->vocab);
+      m.accept(prefix.substr(0, prefix.size() - 1));
+      m.mask(logits);
+      m.accept(prefix.substr(prefix.size() - 1));
+      state.ResumeTiming();
+      kept = m.mask(logits);
     } else {
       state.PauseTiming();
       g::Matcher m(s->grammar, s->vocab);
@@ -129,8 +142,9 @@ void decode(benchmark::State& state) {
 
 const bool registered = [] {
   for (const auto& [name, prefix] : states) {
-    benchmark::RegisterBenchmark(fmt::format("Mask/{}/cold", name).c_str(), mask, prefix, false)->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark(fmt::format("Mask/{}/cached", name).c_str(), mask, prefix, true)->Unit(benchmark::kMicrosecond);
+    for (const auto& [kind_name, kind] : {std::pair{"cold", Kind::Cold}, {"next", Kind::Next}, {"cached", Kind::Cached}})
+      benchmark::RegisterBenchmark(fmt::format("Mask/{}/{}", name, kind_name).c_str(), mask, prefix, kind)
+          ->Unit(benchmark::kMicrosecond);
   }
   benchmark::RegisterBenchmark("CheckToken", check_token)->Unit(benchmark::kNanosecond);
   benchmark::RegisterBenchmark("Decode", decode)->Unit(benchmark::kMicrosecond)->Iterations(3000);

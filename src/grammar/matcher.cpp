@@ -72,10 +72,15 @@ class Automaton {
   }
 
   std::int32_t step(std::int32_t set, char32_t c) {
-    if (c < 128) {  // the hot path of a trie walk: one table read
+    if (c < 128) {  // the hot path of a trie walk: one table read, inlined
       const std::int32_t next = ascii_next_[static_cast<std::size_t>(set) * 128 + c];
       if (next != unknown) return next;
     }
+    return step_uncached(set, c);
+  }
+
+  // Any other step: computed once (ASCII), or looked up by the classes that hold c.
+  [[gnu::noinline]] std::int32_t step_uncached(std::int32_t set, char32_t c) {
     const Set s = sets_[static_cast<std::size_t>(set)];
     const auto holds = [&](std::uint32_t i) {
       const std::int32_t item = items_[s.offset + i];
