@@ -127,16 +127,9 @@ class Automaton {
     return false;
   }
 
-  std::vector<std::uint64_t>* cached_mask(std::int32_t set) {
-    const auto it = masks_.find(set);
-    return it == masks_.end() ? nullptr : &it->second;
-  }
-  std::vector<std::uint64_t>& new_mask(std::int32_t set) {
-    if (masks_.size() >= max_masks) masks_.clear();
-    return masks_[set];
-  }
-
   bool oversized() const { return nodes_.size() > max_nodes || sets_.size() > max_sets; }
+  bool uniform_beyond_ascii(std::int32_t set) const { return sets_[static_cast<std::size_t>(set)].uniform_beyond_ascii; }
+  static constexpr std::int32_t unknown = -2;
 
   // A fresh automaton holding only `set` (the others and every cache dropped); returns the
   // set's id there. Keeps memory bounded over a long generation.
@@ -151,8 +144,7 @@ class Automaton {
   }
 
  private:
-  static constexpr std::int32_t unknown = -2;
-  static constexpr std::size_t max_masks = 256, max_nodes = std::size_t{1} << 22, max_sets = std::size_t{1} << 16;
+  static constexpr std::size_t max_nodes = std::size_t{1} << 22, max_sets = std::size_t{1} << 16;
 
   struct Node {
     std::uint32_t pos;     // an element of kind Chars (what to match) or, below the top, Rule/Chars
@@ -256,7 +248,6 @@ class Automaton {
   std::vector<std::int32_t> ascii_next_;                     // set * 128 + c -> set
   FlatMap other_next_;                     // set << 32 | classes holding c -> set
   std::vector<std::int32_t> beyond_ascii_next_;  // set -> set, for uniform_beyond_ascii sets
-  std::unordered_map<std::int32_t, std::vector<std::uint64_t>> masks_;
   std::vector<std::int32_t> scratch_;
   std::vector<std::uint32_t> expanded_;  // node -> epoch of the expansion that met it
   std::uint32_t epoch_ = 0;
@@ -279,69 +270,168 @@ int utf8_length(std::uint8_t b) {
 
 }  // namespace
 
+// Bytes over the set DFA: a state is a set and a partial UTF-8 character, with a lazily
+// filled 256-entry table of next states, so a trie walk reads one table entry per node.
+// State 0 is dead. In a set whose classes hold all or none of the code points beyond ASCII,
+// partial characters that differ only in bits that cannot matter any more are one state
+// (what is left to check: the second byte after E0, ED, F0, F4).
+class ByteAutomaton {
+ public:
+  explicit ByteAutomaton(const Grammar& g) : sets_(g) { reset(sets_.start(), {}); }
+
+  std::int32_t start() const { return start_; }
+  std::int32_t next(std::int32_t id, std::uint8_t b) {
+    const std::size_t slot = static_cast<std::size_t>(id) * 256 + b;
+    if (table_[slot] == Automaton::unknown) {
+      const std::int32_t n = intern(step(states_[static_cast<std::size_t>(id)], b));
+      table_[slot] = n;  // after intern: it may have grown the table
+    }
+    return table_[slot];
+  }
+  bool complete(std::int32_t id) const {
+    const State& s = states_[static_cast<std::size_t>(id)];
+    return s.pending == 0 && sets_.complete(s.set);
+  }
+  bool can_continue(std::int32_t id) const {
+    const State& s = states_[static_cast<std::size_t>(id)];
+    return s.pending > 0 || sets_.has_stacks(s.set);
+  }
+
+  std::vector<std::uint64_t>* cached_mask(std::int32_t id) {
+    const auto it = masks_.find(id);
+    return it == masks_.end() ? nullptr : &it->second;
+  }
+  std::vector<std::uint64_t>& new_mask(std::int32_t id) {
+    if (masks_.size() >= max_masks) masks_.clear();
+    return masks_[id];
+  }
+
+  // Keeps memory bounded over a long generation: past the limits, a fresh automaton holding
+  // only state `id`; returns its id there.
+  std::int32_t compact(std::int32_t id) {
+    if (!sets_.oversized()) return id;
+    const State s = states_[static_cast<std::size_t>(id)];
+    reset(sets_.rebuild(s.set), s);
+    return start_;
+  }
+
+ private:
+  static constexpr std::size_t max_masks = 256;
+
+  struct State {
+    std::int32_t set = 0;
+    char32_t partial = 0;      // bits of a character begun so far
+    std::uint8_t pending = 0;  // continuation bytes it still needs
+    std::uint8_t length = 0;   // its length in bytes (an overlong form is refused)
+  };
+
+  // Empties the byte states and tables; `current`, moved to set `set`, becomes start_.
+  void reset(std::int32_t set, State current) {
+    states_.clear();
+    ids_ = FlatMap();
+    table_.clear();
+    masks_.clear();
+    intern(State{});  // 0: dead
+    current.set = set;
+    start_ = intern(current);
+  }
+
+  std::int32_t intern(State s) {
+    if (s.set == 0) s = State{};
+    if (s.pending > 0 && sets_.uniform_beyond_ascii(s.set)) s.partial = canonical(s);
+    const std::uint64_t key = (static_cast<std::uint64_t>(s.set) << 32) | (static_cast<std::uint64_t>(s.partial) << 8) |
+                              (static_cast<std::uint64_t>(s.pending) << 4) | s.length;
+    const auto fresh = static_cast<std::int32_t>(states_.size());
+    const std::int32_t id = *ids_.find_or_insert(key, fresh);
+    if (id == fresh) {
+      states_.push_back(s);
+      table_.resize(states_.size() * 256, Automaton::unknown);
+    }
+    return id;
+  }
+
+  // The bits of a partial character that still decide anything when every class treats
+  // the code points beyond ASCII alike: the lead of E0, ED, F0, F4 (their second byte has a
+  // narrower range); past the second byte, nothing (a valid representative stands in).
+  static char32_t canonical(const State& s) {
+    const int done = s.length - s.pending;  // bytes seen
+    if (done == 1) {
+      if (s.length == 2) return 0x2;                                     // C2..DF
+      if (s.length == 3) return s.partial == 0x0 || s.partial == 0xD ? s.partial : 0x1;  // E0, ED, else E1
+      return s.partial == 0x0 || s.partial == 0x4 ? s.partial : 0x1;    // F0, F4, else F1
+    }
+    return char32_t{0x1} << (6 * (done - 1));  // E1 80 / F1 80 / F1 80 80
+  }
+
+  // One byte of UTF-8 over the set DFA (set 0 when refused).
+  State step(State s, std::uint8_t b) {
+    if (s.pending == 0) {
+      const int len = utf8_length(b);
+      if (len == 1) return {.set = sets_.step(s.set, b)};
+      if (len == 0) return {};
+      s.partial = b & (0x7F >> len);
+      s.pending = static_cast<std::uint8_t>(len - 1);
+      s.length = static_cast<std::uint8_t>(len);
+    } else {
+      if ((b & 0xC0) != 0x80) return {};
+      s.partial = (s.partial << 6) | (b & 0x3F);
+      if (--s.pending == 0) {
+        const char32_t c = s.partial;
+        if (c < min_code_point[s.length] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return {};
+        return {.set = sets_.step(s.set, c)};
+      }
+    }
+    // A character begun: some class must be able to finish it.
+    const unsigned shift = 6u * s.pending;
+    const char32_t lo = std::max<char32_t>(s.partial << shift, min_code_point[s.length]);
+    const char32_t hi = std::min<char32_t>((s.partial << shift) | ((char32_t{1} << shift) - 1), 0x10FFFF);
+    const bool surrogates_only = lo >= 0xD800 && hi <= 0xDFFF;
+    if (lo > hi || surrogates_only || !sets_.can_match_any(s.set, lo, hi)) return {};
+    return s;
+  }
+
+  Automaton sets_;
+  std::vector<State> states_;
+  FlatMap ids_;                     // packed State -> id
+  std::vector<std::int32_t> table_;  // id * 256 + byte -> id
+  std::unordered_map<std::int32_t, std::vector<std::uint64_t>> masks_;
+  std::int32_t start_ = 0;
+};
+
 Matcher::Matcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab)
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {
   FUCINA_CHECK(grammar_ != nullptr, InvalidArgument, "[grammar] no grammar given");
-  automaton_ = std::make_unique<Automaton>(*grammar_);
-  state_.set = automaton_->start();
+  automaton_ = std::make_unique<ByteAutomaton>(*grammar_);
+  state_ = automaton_->start();
 }
 Matcher::Matcher(Matcher&&) noexcept = default;
 Matcher& Matcher::operator=(Matcher&&) noexcept = default;
 Matcher::~Matcher() = default;
 
-// One byte more; set 0 when refused.
-Matcher::State Matcher::step(State s, std::uint8_t b) {
-  Automaton& a = *automaton_;
-  if (s.pending == 0) {
-    const int len = utf8_length(b);
-    if (len == 1) return {.set = a.step(s.set, b)};
-    if (len == 0) return {};
-    s.partial = b & (0x7F >> len);
-    s.pending = static_cast<std::uint8_t>(len - 1);
-    s.length = static_cast<std::uint8_t>(len);
-  } else {
-    if ((b & 0xC0) != 0x80) return {};
-    s.partial = (s.partial << 6) | (b & 0x3F);
-    if (--s.pending == 0) {
-      const char32_t c = s.partial;
-      if (c < min_code_point[s.length] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return {};
-      return {.set = a.step(s.set, c)};
-    }
-  }
-  // A character begun: some class must be able to finish it.
-  const unsigned shift = 6u * s.pending;
-  const char32_t lo = std::max<char32_t>(s.partial << shift, min_code_point[s.length]);
-  const char32_t hi = std::min<char32_t>((s.partial << shift) | ((char32_t{1} << shift) - 1), 0x10FFFF);
-  const bool surrogates_only = lo >= 0xD800 && hi <= 0xDFFF;
-  if (lo > hi || surrogates_only || !a.can_match_any(s.set, lo, hi)) return {};
-  return s;
-}
-
-Matcher::State Matcher::step(State s, std::string_view bytes) {
+std::int32_t Matcher::step(std::int32_t state, std::string_view bytes) {
   for (const char ch : bytes) {
-    s = step(s, static_cast<std::uint8_t>(ch));
-    if (s.set == 0) return {};
+    state = automaton_->next(state, static_cast<std::uint8_t>(ch));
+    if (state == 0) return 0;
   }
-  return s;
+  return state;
 }
 
 bool Matcher::accept(std::string_view bytes) {
-  const State next = step(state_, bytes);
-  if (next.set == 0) return false;
-  state_ = next;
-  if (automaton_->oversized()) state_.set = automaton_->rebuild(state_.set);
+  const std::int32_t next = step(state_, bytes);
+  if (next == 0) return false;
+  state_ = automaton_->compact(next);
   return true;
 }
 
-bool Matcher::complete() const { return state_.pending == 0 && automaton_->complete(state_.set); }
-bool Matcher::can_continue() const { return state_.pending > 0 || automaton_->has_stacks(state_.set); }
+bool Matcher::complete() const { return automaton_->complete(state_); }
+bool Matcher::can_continue() const { return automaton_->can_continue(state_); }
 
 bool Matcher::allows(TokenId id) {
   FUCINA_CHECK(vocab_ != nullptr, InvalidArgument, "[grammar] token matching needs a vocabulary");
   if (id < 0 || static_cast<std::size_t>(id) >= vocab_->size()) return false;
   if (vocab_->is_end(id)) return complete();
   const std::string_view piece = vocab_->piece(id);
-  return !piece.empty() && step(state_, piece).set != 0;
+  return !piece.empty() && step(state_, piece) != 0;
 }
 
 bool Matcher::accept_token(TokenId id) {
@@ -351,20 +441,19 @@ bool Matcher::accept_token(TokenId id) {
 
 std::span<const std::uint64_t> Matcher::allowed() {
   FUCINA_CHECK(vocab_ != nullptr, InvalidArgument, "[grammar] token masks need a vocabulary");
-  const bool cacheable = state_.pending == 0;
-  if (cacheable)
-    if (const auto* m = automaton_->cached_mask(state_.set)) return *m;
-  std::vector<std::uint64_t>& bits = cacheable ? automaton_->new_mask(state_.set) : scratch_;
+  ByteAutomaton& a = *automaton_;
+  if (const auto* m = a.cached_mask(state_)) return *m;
+  std::vector<std::uint64_t>& bits = a.new_mask(state_);
   const Vocabulary& v = *vocab_;
   bits.assign((v.size() + 63) / 64, 0);
   const auto set_bit = [&](TokenId id) { bits[static_cast<std::size_t>(id) >> 6] |= std::uint64_t{1} << (id & 63); };
   // One pass over the trie in preorder; at[d]: the state after the first d bytes.
-  std::vector<State> at(v.max_depth() + 1);
+  std::vector<std::int32_t> at(v.max_depth() + 1);
   at[0] = state_;
   for (std::size_t node = 1; node < v.nodes();) {
     const std::size_t d = v.depth(node);
-    const State s = step(at[d - 1], v.byte(node));
-    if (s.set == 0) {
+    const std::int32_t s = a.next(at[d - 1], v.byte(node));
+    if (s == 0) {
       node = v.subtree_end(node);
       continue;
     }

@@ -230,6 +230,19 @@ TEST(Gbnf, AcceptTokenAdvancesLikeBytes) {
   EXPECT_TRUE(m.allows(static_cast<g::TokenId>(v->size() - 1)));
 }
 
+// Past 65,536 stack sets (every count of a bounded repetition is one) the automaton is
+// rebuilt around the current state, and matching goes on exactly.
+TEST(Gbnf, RebuildKeepsTheState) {
+  const auto gr = grammar_of(R"(root ::= "x"{0,70000} "y")");
+  g::Matcher m(gr);
+  for (int i = 0; i < 69990; ++i) ASSERT_TRUE(m.accept("x")) << i;
+  EXPECT_FALSE(m.complete());
+  EXPECT_TRUE(m.accept("xxxxxxxxxx"));  // 70,000
+  EXPECT_FALSE(m.accept("x"));
+  EXPECT_TRUE(m.accept("y"));
+  EXPECT_TRUE(m.complete());
+}
+
 // Long generations stay within bounds: the automaton rebuilds itself and keeps matching.
 TEST(Gbnf, LongInputThroughManyStates) {
   const auto gr = grammar_of(R"g(root ::= ( "(" root ")" | [a-z] )*)g");

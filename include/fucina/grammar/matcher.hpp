@@ -30,7 +30,7 @@
 
 namespace fucina::grammar {
 
-class Automaton;
+class ByteAutomaton;
 
 class Matcher {
  public:
@@ -58,20 +58,13 @@ class Matcher {
   std::size_t mask(std::span<float> logits);
 
  private:
-  struct State {
-    std::int32_t set = 0;
-    char32_t partial = 0;      // bits of a character begun so far
-    std::uint8_t pending = 0;  // continuation bytes it still needs
-    std::uint8_t length = 0;   // its length in bytes (an overlong form is refused)
-  };
-  State step(State s, std::uint8_t byte);
-  State step(State s, std::string_view bytes);
+  // The state after `bytes` from `state` (0: refused).
+  std::int32_t step(std::int32_t state, std::string_view bytes);
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const Vocabulary> vocab_;
-  std::unique_ptr<Automaton> automaton_;
-  State state_;
-  std::vector<std::uint64_t> scratch_;  // the mask of a state inside a character (not cached)
+  std::unique_ptr<ByteAutomaton> automaton_;
+  std::int32_t state_ = 0;
 };
 
 }  // namespace fucina::grammar
