@@ -6,19 +6,22 @@
 // match next; below: where each enclosing rule continues); the matcher holds every stack the
 // text so far allows (an ambiguous grammar keeps several). A stack is a linked list of nodes
 // (position, parent) that are hash-consed, so equal stacks are one node and a set of stacks
-// is a sorted list of node ids. Sets are interned too: the matcher's state is a set id, and
-// a step over one code point from a set is computed once and then looked up (a table per set
-// for ASCII, a hash map for the rest), so the pushdown automaton becomes, lazily, a DFA over
-// the states the text actually visits.
-// Bytes are decoded as UTF-8 on the way; a state may end inside a character, and a partial
-// character is accepted only when some stack's class can still match a code point it can
-// complete to (so a token ending mid-character is allowed exactly when a continuation is).
-// Overlong forms (E0 81 BB for "{"), surrogates and code points past U+10FFFF are refused:
-// byte-level vocabularies have tokens for them, and they are not UTF-8.
-// The text is complete when a stack is empty and no partial character is pending.
-// Token masks walk the Vocabulary's trie through the same cached steps, pruning a subtree at
-// the first refused byte, and are cached per state. End tokens are allowed only when the
-// text is complete.
+// is a sorted list of node ids. Sets are interned too, and a step over one code point from
+// a set is computed once and then looked up (per set: a table for ASCII; one entry for all
+// code points beyond it when every class holds all or none of them; else per the classes
+// that hold it), so the pushdown automaton becomes, lazily, a DFA over the sets the text
+// actually visits.
+// Bytes are decoded as UTF-8 on the way: the matcher's state is a byte state, a set and a
+// partial character, with a 256-entry table of next byte states filled on first use, so one
+// byte is one table read. A partial character is accepted only when some stack's class can
+// still match a code point it can complete to (a token ending mid-character is allowed
+// exactly when a continuation is). Overlong forms (E0 81 BB for "{"), surrogates and code
+// points past U+10FFFF are refused: byte-level vocabularies have tokens for them, and they
+// are not UTF-8. The text is complete when a stack is empty and no character is pending.
+// Token masks walk the Vocabulary's trie through the same tables, pruning a subtree at the
+// first refused byte, and are cached per byte state. End tokens are allowed only when the
+// text is complete. Past 2^22 stack nodes or 2^16 sets the tables are rebuilt around the
+// current state, so memory stays bounded over any generation.
 #include <cstdint>
 #include <memory>
 #include <span>
