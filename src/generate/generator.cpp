@@ -91,6 +91,7 @@ Result Generator::generate(const Request& request) {
     r.text += text;
     if (request.on_step) request.on_step({.token = token, .text = text, .logits = logits});
   };
+  double grammar_seconds = 0;
   const auto t0 = clock_type::now();
   while (static_cast<std::int64_t>(r.tokens.size()) < limit) {
     if (request.cancel && request.cancel->load()) {
@@ -107,19 +108,21 @@ Result Generator::generate(const Request& request) {
       cached_.push_back(unrun_);
     }
     tokenizer::TokenId next = sampler_.sample(logits_);
-    if (matcher && !matcher->allows(next)) {  // Note [Constrained sampling]
-      masked_ = logits_;
-      if (matcher->mask(masked_) == 0) {
-        FUCINA_CHECK(matcher->complete(), InvalidArgument,
-                     "[generate] the grammar allows no token of this vocabulary after {} tokens", r.tokens.size());
-        r.reason = StopReason::Eos;
-        break;
+    if (matcher) {  // Note [Constrained sampling]
+      const auto t_grammar = clock_type::now();
+      if (!matcher->allows(next)) {
+        masked_ = logits_;
+        if (matcher->mask(masked_) == 0) {
+          FUCINA_CHECK(matcher->complete(), InvalidArgument,
+                       "[generate] the grammar allows no token of this vocabulary after {} tokens", r.tokens.size());
+          r.reason = StopReason::Eos;
+          break;
+        }
+        next = sampler_.sample(masked_);
       }
-      next = sampler_.sample(masked_);
-    }
-    if (matcher) {
       const bool allowed = matcher->accept_token(next);
       FUCINA_ASSERT(allowed);
+      grammar_seconds += seconds_since(t_grammar);
     }
     sampler_.accept(next);
     r.tokens.push_back(next);
@@ -139,6 +142,7 @@ Result Generator::generate(const Request& request) {
   r.timings = prompt_;
   r.timings.gen_tokens = static_cast<std::int64_t>(r.tokens.size());
   r.timings.gen_seconds = seconds_since(t0);
+  r.timings.grammar_seconds = grammar_seconds;
   return r;
 }
 

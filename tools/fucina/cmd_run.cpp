@@ -208,6 +208,7 @@ void print_speed(const gen::Result& g) {
              "stop: {}\n",
              t.prompt_tokens, t.prompt_seconds * 1e3, per_second(t.prompt_tokens, t.prompt_seconds), t.gen_tokens,
              t.gen_seconds * 1e3, per_second(t.gen_tokens, t.gen_seconds), gen::to_string(g.reason));
+  if (t.grammar_seconds > 0) fmt::print(stderr, "fucina run: grammar {:.1f} ms of the generation\n", t.grammar_seconds * 1e3);
 }
 
 // Reads one user message from stdin: a line, continued while it ends with a backslash.

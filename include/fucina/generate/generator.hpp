@@ -111,6 +111,8 @@ struct Timings {
   double prompt_seconds = 0;
   std::int64_t gen_tokens = 0;     // sampled, a final end-of-generation token included
   double gen_seconds = 0;
+  // Of gen_seconds: the grammar's work (checking, masking, the second draw), 0 without one.
+  double grammar_seconds = 0;
 };
 
 struct Result {
