@@ -17,6 +17,17 @@ double seconds_since(clock_type::time_point t) { return std::chrono::duration<do
 
 }  // namespace
 
+std::shared_ptr<const grammar::Vocabulary> grammar_vocabulary(const tokenizer::Tokenizer& tok) {
+  std::vector<std::string> pieces(tok.vocab_size());
+  std::vector<bool> is_end(tok.vocab_size());
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const auto id = static_cast<tokenizer::TokenId>(i);
+    pieces[i] = tok.piece(id, /*render_special=*/false);  // what StreamDecoder prints
+    is_end[i] = tok.is_eog(id);
+  }
+  return std::make_shared<const grammar::Vocabulary>(pieces, is_end);
+}
+
 std::string_view to_string(StopReason reason) {
   switch (reason) {
     case StopReason::Length: return "length";
@@ -35,7 +46,8 @@ Generator::Generator(const model::Model& model, const tokenizer::Tokenizer& tok,
       ctx_(ctx),
       n_batch_(options.n_batch),
       cache_(model.new_cache(ctx, options.n_ctx, options.kv_type)),
-      sampler_(options.sampling) {
+      sampler_(options.sampling),
+      vocabulary_(options.vocabulary) {
   FUCINA_CHECK(n_batch_ >= 1, InvalidArgument, "[generate] n_batch must be at least 1, got {}", n_batch_);
 }
 
@@ -67,6 +79,11 @@ Result Generator::generate(const Request& request) {
     sampler_ = sample::Sampler(*request.sampling);
     for (const auto id : cached_) sampler_.accept(id);
   }
+  std::optional<grammar::Matcher> matcher;
+  if (request.grammar) {
+    if (!vocabulary_) vocabulary_ = grammar_vocabulary(tok_);
+    matcher.emplace(request.grammar, vocabulary_);
+  }
   tokenizer::StreamDecoder detok(tok_, {.continues_text = true});
   sample::StopMatcher stop(request.stops);
   Result r;
@@ -74,6 +91,7 @@ Result Generator::generate(const Request& request) {
     r.text += text;
     if (request.on_step) request.on_step({.token = token, .text = text, .logits = logits});
   };
+  double grammar_seconds = 0;
   const auto t0 = clock_type::now();
   while (static_cast<std::int64_t>(r.tokens.size()) < limit) {
     if (request.cancel && request.cancel->load()) {
@@ -89,11 +107,27 @@ Result Generator::generate(const Request& request) {
       logits_ = model_.forward(ctx_, cache_, one).to_vector();
       cached_.push_back(unrun_);
     }
-    const tokenizer::TokenId next = sampler_.sample(logits_);
+    tokenizer::TokenId next = sampler_.sample(logits_);
+    if (matcher) {  // Note [Constrained sampling]
+      const auto t_grammar = clock_type::now();
+      if (!matcher->allows(next)) {
+        masked_ = logits_;
+        if (matcher->mask(masked_) == 0) {
+          FUCINA_CHECK(matcher->complete(), InvalidArgument,
+                       "[generate] the grammar allows no token of this vocabulary after {} tokens", r.tokens.size());
+          r.reason = StopReason::Eos;
+          break;
+        }
+        next = sampler_.sample(masked_);
+      }
+      const bool allowed = matcher->accept_token(next);
+      FUCINA_ASSERT(allowed);
+      grammar_seconds += seconds_since(t_grammar);
+    }
     sampler_.accept(next);
     r.tokens.push_back(next);
     unrun_ = next;
-    if (!request.ignore_eos && tok_.is_eog(next)) {
+    if ((!request.ignore_eos || matcher) && tok_.is_eog(next)) {
       r.reason = StopReason::Eos;
       emit(next, {}, logits_);
       break;
@@ -108,6 +142,7 @@ Result Generator::generate(const Request& request) {
   r.timings = prompt_;
   r.timings.gen_tokens = static_cast<std::int64_t>(r.tokens.size());
   r.timings.gen_seconds = seconds_since(t0);
+  r.timings.grammar_seconds = grammar_seconds;
   return r;
 }
 

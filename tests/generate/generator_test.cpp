@@ -2,7 +2,7 @@
 // token reaches the callback and the texts add up to the result; each stop reason
 // (length, EOS, stop string, full context, cancellation) ends the loop where it should;
 // a chat turn fed over a reused cache continues exactly as the full render fed afresh;
-// and `fucina run` prints exactly what the API returns.
+// `fucina run` prints exactly what the API returns; a grammar holds the text to its language.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -15,6 +15,7 @@
 
 #include "fucina/generate/chat.hpp"
 #include "fucina/generate/generator.hpp"
+#include "fucina/grammar/grammar.hpp"
 #include "fucina/model/synth.hpp"
 #include "fucina/tokenizer/utf8.hpp"
 #include "support/run_cli.hpp"
@@ -262,6 +263,43 @@ TEST_F(GeneratorTest, CliPrintsWhatTheApiReturns) {
     const Result r = run("Once upon a time", {.max_tokens = 20, .stops = {"zz"}}, sampling);
     EXPECT_EQ(cli.output, (echo ? "Once upon a time" : "") + r.text) << "echo " << echo;
   }
+}
+
+// Note [Constrained sampling]: at temperature 1 the text is a sentence of the grammar and
+// ends with an end token; the streamed pieces add up to it.
+TEST_F(GeneratorTest, GrammarHoldsTheTextToItsLanguage) {
+  const auto g = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(R"(root ::= [a-c]{2,4} ("!" | "é"))"));
+  const sample::SamplerConfig hot{.temperature = 1.f, .top_k = 0, .top_p = 1.f, .min_p = 0.f, .seed = 0};
+  for (std::uint64_t seed = 1; seed <= 8; ++seed) {
+    std::string streamed;
+    auto sampling = hot;
+    sampling.seed = seed;
+    const Result r = run("x", {.max_tokens = 30, .grammar = g, .on_step = [&](const generate::Step& st) { streamed += st.text; }},
+                         sampling);
+    EXPECT_EQ(r.reason, StopReason::Eos) << r.text;
+    EXPECT_EQ(streamed, r.text);
+    ASSERT_GE(r.text.size(), 3u) << r.text;
+    const std::string tail = r.text.back() == '!' ? "!" : "é";
+    const std::string body = r.text.substr(0, r.text.size() - tail.size());
+    EXPECT_TRUE(r.text.ends_with(tail)) << r.text;
+    EXPECT_TRUE(body.size() >= 2 && body.size() <= 4 && body.find_first_not_of("abc") == std::string::npos) << r.text;
+    EXPECT_TRUE(tok_->is_eog(r.tokens.back()));
+  }
+}
+
+// Greedy under a grammar picks the highest logit among the tokens the grammar allows.
+TEST_F(GeneratorTest, GrammarGreedyTakesTheBestAllowedToken) {
+  const auto g = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(R"(root ::= "q" [0-9]+)"));
+  Generator gen = make();
+  gen.feed_prompt(ids("Once upon a time"));
+  std::vector<float> masked(gen.logits().begin(), gen.logits().end());
+  grammar::Matcher m(g, generate::grammar_vocabulary(*tok_));
+  ASSERT_GT(m.mask(masked), 0u);
+  const Result r = gen.generate({.max_tokens = 1, .grammar = g});
+  ASSERT_EQ(r.tokens.size(), 1u);
+  EXPECT_EQ(r.tokens[0], sample::argmax(masked));
+  EXPECT_EQ(r.reason, StopReason::Length);  // cut: "q" alone is not a sentence
+  EXPECT_EQ(r.text, "q");
 }
 
 }  // namespace

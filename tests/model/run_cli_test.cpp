@@ -23,6 +23,7 @@
 namespace {
 
 using fucina::test::CliResult;
+using fucina::test::expect_one_line_error;
 using fucina::test::run_cli;
 
 class RunCli : public ::testing::Test {
@@ -51,15 +52,6 @@ class RunCli : public ::testing::Test {
   static std::string model() { return fmt::format("'{}'", (dir_ / "m.gguf").string()); }
   static inline std::filesystem::path dir_;
 };
-
-// One line of output (a trailing newline allowed) and the given exit code.
-void expect_one_line_error(const CliResult& r, int status, const std::string& needle) {
-  EXPECT_EQ(r.status, status) << r.output;
-  std::string out = r.output;
-  while (!out.empty() && out.back() == '\n') out.pop_back();
-  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 0) << r.output;
-  EXPECT_NE(out.find(needle), std::string::npos) << r.output;
-}
 
 TEST_F(RunCli, BadInputIsOneLineAndNonZero) {
   expect_one_line_error(run("run /nonexistent/x.gguf -p hi"), 1, "x.gguf");

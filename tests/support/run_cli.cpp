@@ -1,7 +1,9 @@
 #include "support/run_cli.hpp"
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace fucina::test {
@@ -22,6 +24,14 @@ std::filesystem::path cli_path() { return std::filesystem::path(FUCINA_BINARY_DI
 CliResult run_fucina(const std::string& args, Capture capture) {
   const char* drop = capture == Capture::Stdout ? " 2>/dev/null" : capture == Capture::Stderr ? " >/dev/null" : "";
   return run_cli("('" + cli_path().string() + "' " + args + drop + ")");
+}
+
+void expect_one_line_error(const CliResult& r, int status, const std::string& needle) {
+  EXPECT_EQ(r.status, status) << r.output;
+  std::string out = r.output;
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 0) << r.output;
+  EXPECT_NE(out.find(needle), std::string::npos) << r.output;
 }
 
 }  // namespace fucina::test

@@ -21,6 +21,10 @@ std::filesystem::path cli_path();
 enum class Capture { Both, Stdout, Stderr };
 CliResult run_fucina(const std::string& args, Capture capture = Capture::Both);
 
+// Expects one line of output (a trailing newline allowed) containing `needle`, and the exit
+// status `status`: the CLI's contract for bad input.
+void expect_one_line_error(const CliResult& r, int status, const std::string& needle);
+
 }  // namespace fucina::test
 
 // Skips the current test with a clear message when the CLI has not been built.

@@ -18,9 +18,10 @@
 #include "fucina/core/atomic_file.hpp"
 #include "fucina/generate/chat.hpp"
 #include "fucina/generate/generator.hpp"
+#include "fucina/grammar/json_schema.hpp"
 #include "fucina/model/model.hpp"
-#include "fucina/sample/sampler.hpp"
 #include "fucina/model/trainable.hpp"
+#include "fucina/sample/sampler.hpp"
 #include "fucina/tokenizer/tokenizer.hpp"
 #include "input.hpp"
 
@@ -50,6 +51,13 @@ constexpr std::string_view usage =
     "  --seed S                 sampling seed (default: random, printed to stderr)\n"
     "  --stop TEXT              stop when TEXT is generated (repeatable; not printed)\n"
     "  --ignore-eos             keep generating after an end-of-generation token\n"
+    "  --grammar TEXT           constrain the output to a GBNF grammar (llama.cpp syntax;\n"
+    "                           start rule 'root')\n"
+    "  --grammar-file FILE      the same, read from FILE\n"
+    "  --json-schema TEXT       constrain the output to JSON valid under a JSON Schema\n"
+    "  --json-schema-file FILE  the same, read from FILE\n"
+    "  --json                   constrain the output to any JSON value\n"
+    "                           (one of these five; a cut at -n reports stop: length)\n"
     "  -t, --threads N          worker threads (default: all cores)\n"
     "  -c, --ctx N              context length (default: the model's)\n"
     "  -b, --batch N            prompt batch size (default 512)\n"
@@ -96,7 +104,31 @@ struct Options {
   std::vector<std::string> stops;
   std::vector<std::pair<std::string, float>> loras;  // path, user scale (NaN: --lora-scale)
   float lora_scale = 1.f;
+  // --grammar/--grammar-file/--json-schema/--json-schema-file/--json: which one, its text.
+  std::string constraint_flag, constraint;
+  std::shared_ptr<const fucina::grammar::Grammar> grammar;
 };
+
+// Records the one output constraint; a second one is a usage error.
+void set_constraint(Options& o, std::string_view flag, std::string text) {
+  if (!o.constraint_flag.empty())
+    throw UsageError{fmt::format("{} and {} both constrain the output; give one", o.constraint_flag, flag)};
+  o.constraint_flag = std::string(flag);
+  o.constraint = std::move(text);
+}
+
+// The grammar of the constraint flag (before the model loads: a bad grammar fails fast).
+std::shared_ptr<const fucina::grammar::Grammar> constraint_grammar(const Options& o) {
+  namespace gr = fucina::grammar;
+  const std::string& f = o.constraint_flag;
+  if (f.empty()) return nullptr;
+  if (f == "--json") return std::make_shared<const gr::Grammar>(gr::parse_gbnf(gr::any_json_gbnf()));
+  if (f == "--grammar" || f == "--grammar-file") return std::make_shared<const gr::Grammar>(gr::parse_gbnf(o.constraint));
+  std::vector<std::string> warnings;
+  auto g = std::make_shared<const gr::Grammar>(gr::from_json_schema_text(o.constraint, &warnings));
+  for (const auto& w : warnings) fmt::print(stderr, "fucina run: warning: JSON schema {}\n", w);
+  return g;
+}
 
 Options parse(std::span<char* const> args) {
   Options o;
@@ -121,6 +153,9 @@ Options parse(std::span<char* const> args) {
     else if (a == "--seed") o.sampling.seed = parse_num<std::uint64_t>(a, value()), o.have_seed = true;
     else if (a == "--stop") o.stops.push_back(value());
     else if (a == "--ignore-eos") o.ignore_eos = true;
+    else if (a == "--grammar" || a == "--json-schema") set_constraint(o, a, value());
+    else if (a == "--grammar-file" || a == "--json-schema-file") set_constraint(o, a, read_input_file(value()));
+    else if (a == "--json") set_constraint(o, a, {});
     else if (a == "-t" || a == "--threads") o.threads = parse_threads(a, value());
     else if (a == "-c" || a == "--ctx") o.ctx = parse_num<std::int64_t>(a, value());
     else if (a == "-b" || a == "--batch") o.batch = parse_num<std::int64_t>(a, value());
@@ -165,6 +200,7 @@ gen::Request request_of(const Options& o) {
           .stops = o.stops,
           .ignore_eos = o.ignore_eos,
           .cancel = nullptr,
+          .grammar = o.grammar,
           .on_step = [](const gen::Step& step) { write_out(step.text); }};
 }
 
@@ -186,6 +222,7 @@ void print_speed(const gen::Result& g) {
              "stop: {}\n",
              t.prompt_tokens, t.prompt_seconds * 1e3, per_second(t.prompt_tokens, t.prompt_seconds), t.gen_tokens,
              t.gen_seconds * 1e3, per_second(t.gen_tokens, t.gen_seconds), gen::to_string(g.reason));
+  if (t.grammar_seconds > 0) fmt::print(stderr, "fucina run: grammar {:.1f} ms of the generation\n", t.grammar_seconds * 1e3);
 }
 
 // Reads one user message from stdin: a line, continued while it ends with a backslash.
@@ -255,6 +292,7 @@ int run_main(std::span<char* const> args) {
   if (!o.system.empty() && !o.chat && !o.interactive) throw UsageError{"--system needs --chat or -i"};
   if (!o.have_seed) o.sampling.seed = std::random_device{}();
   fucina::sample::validate(o.sampling);
+  o.grammar = constraint_grammar(o);
 
   const auto t_load = clock_type::now();
   fucina::Context ctx({.threads = o.threads});  // before the model: it holds the adapters ctx allocates

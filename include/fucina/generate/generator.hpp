@@ -18,6 +18,9 @@
 //   cancel flag set -> Cancelled (read before each token: none is sampled after it is set)
 //   run the previous sampled token through the model for the logits (the cache is full ->
 //   ContextFull), sample from them and record the token in the sampler
+//   with a grammar: the sampled token must be one the grammar allows next; if it is not,
+//   the logits of every token it does not allow are set to -inf and the sampler draws again
+//   (Note [Constrained sampling])
 //   an end-of-generation token (unless ignore_eos) -> Eos; it prints nothing
 //   detokenize (StreamDecoder with continues_text: llama.cpp's token_to_piece bytes, UTF-8
 //   held back until complete), hold back a possible stop string (sample/stop.hpp) -> StopString
@@ -33,6 +36,9 @@
 #include <string_view>
 #include <vector>
 
+#include "fucina/grammar/grammar.hpp"
+#include "fucina/grammar/matcher.hpp"
+#include "fucina/grammar/vocabulary.hpp"
 #include "fucina/model/model.hpp"
 #include "fucina/sample/sampler.hpp"
 #include "fucina/tokenizer/tokenizer.hpp"
@@ -55,7 +61,25 @@ struct GeneratorOptions {
   DType kv_type = DType::f16;  // KV cache element type (f16 as llama.cpp, or f32)
   std::int64_t n_batch = 512;  // prompt tokens per forward pass
   sample::SamplerConfig sampling{};
+  // The token bytes grammars are matched against (grammar_vocabulary(tok)); unset: built on
+  // the first request with a grammar. Generators of one tokenizer may share one.
+  std::shared_ptr<const grammar::Vocabulary> vocabulary{};
 };
+
+// Note [Constrained sampling]
+// A request's grammar constrains the generated text (not the prompt): the bytes each token
+// prints (llama.cpp's token_to_piece, as streamed) must continue a sentence of the grammar,
+// a token may end inside a UTF-8 character when the grammar allows a character it can
+// complete to, and an end-of-generation token is allowed only once the text is complete
+// (with a grammar, ignore_eos does not extend a complete text). The sampled token is checked
+// first and the whole vocabulary masked only when it is refused, as llama.cpp does: with no
+// truncation (top-k/top-p/min-p off) the result is exactly a draw from the masked
+// distribution (p(t) + P(refused)·p(t)/Z = p(t)/Z). A max_tokens cut reports Length, so a
+// caller knows the text may be incomplete; a complete text that nothing can follow and no
+// end token can close (a vocabulary without one) ends as Eos.
+
+// The bytes each token of `tok` prints and which tokens end generation.
+std::shared_ptr<const grammar::Vocabulary> grammar_vocabulary(const tokenizer::Tokenizer& tok);
 
 // One sampled token as the step callback sees it.
 struct Step {
@@ -75,6 +99,8 @@ struct Request {
   bool ignore_eos = false;        // keep going after an end-of-generation token
   // Read before each token; once true, generation ends with Cancelled.
   const std::atomic<bool>* cancel = nullptr;
+  // The text must match this grammar (Note [Constrained sampling]); null: unconstrained.
+  std::shared_ptr<const grammar::Grammar> grammar{};
   // Called for every sampled token, then once with the held-back rest (token null_token);
   // the texts together are Result::text.
   StepCallback on_step{};
@@ -85,6 +111,8 @@ struct Timings {
   double prompt_seconds = 0;
   std::int64_t gen_tokens = 0;     // sampled, a final end-of-generation token included
   double gen_seconds = 0;
+  // Of gen_seconds: the grammar's work (checking, masking, the second draw), 0 without one.
+  double grammar_seconds = 0;
 };
 
 struct Result {
@@ -117,6 +145,8 @@ class Generator {
   std::int64_t n_batch_;
   model::KvCache cache_;
   sample::Sampler sampler_;
+  std::shared_ptr<const grammar::Vocabulary> vocabulary_;
+  std::vector<float> masked_;  // the logits row with refused tokens at -inf
   std::vector<tokenizer::TokenId> cached_;  // the tokens whose K/V the cache holds
   std::vector<float> logits_;
   tokenizer::TokenId unrun_ = tokenizer::null_token;  // sampled, not yet through the model

@@ -1,0 +1,492 @@
+// Note [Grammar matcher]: hash-consed stacks, interned stack sets, cached steps.
+#include "fucina/grammar/matcher.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <unordered_map>
+
+#include "fucina/core/error.hpp"
+
+namespace fucina::grammar {
+
+// uint64 -> int32 with open addressing: node ids by (pos, parent), steps beyond ASCII.
+class FlatMap {
+ public:
+  static constexpr std::uint64_t empty_key = ~std::uint64_t{0};
+  std::int32_t* find_or_insert(std::uint64_t key, std::int32_t fresh) {
+    if ((size_ + 1) * 2 > keys_.size()) grow();
+    const std::size_t mask = keys_.size() - 1;
+    for (std::size_t i = hash(key) & mask;; i = (i + 1) & mask) {
+      if (keys_[i] == key) return &values_[i];
+      if (keys_[i] == empty_key) {
+        keys_[i] = key, values_[i] = fresh, ++size_;
+        return &values_[i];
+      }
+    }
+  }
+
+ private:
+  static std::uint64_t hash(std::uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    return h ^ (h >> 33);
+  }
+  void grow() {
+    std::vector<std::uint64_t> keys(std::max<std::size_t>(1024, keys_.size() * 2), empty_key);
+    std::vector<std::int32_t> values(keys.size());
+    const std::size_t mask = keys.size() - 1;
+    for (std::size_t j = 0; j < keys_.size(); ++j) {
+      if (keys_[j] == empty_key) continue;
+      std::size_t i = hash(keys_[j]) & mask;
+      while (keys[i] != empty_key) i = (i + 1) & mask;
+      keys[i] = keys_[j], values[i] = values_[j];
+    }
+    keys_ = std::move(keys), values_ = std::move(values);
+  }
+  std::vector<std::uint64_t> keys_;
+  std::vector<std::int32_t> values_;
+  std::size_t size_ = 0;
+};
+
+// The lazily built DFA over stack sets. Set 0 is the empty set (no parse survives); a set
+// lists node ids, -1 standing for the empty stack (the text is complete).
+class Automaton {
+ public:
+  explicit Automaton(const Grammar& g) : g_(&g) {
+    std::vector<std::int32_t> none;
+    intern_set(none);  // set 0
+    begin_expansion();
+    for (const std::uint32_t alt : g.rules[g.root])
+      expand(g.elements[alt].kind == ElementKind::End ? -1 : intern_node(alt, -1), scratch_);
+    start_ = intern_set(scratch_);
+  }
+
+  std::int32_t start() const { return start_; }
+  bool complete(std::int32_t set) const { return sets_[static_cast<std::size_t>(set)].complete; }
+  bool has_stacks(std::int32_t set) const {
+    const auto& s = sets_[static_cast<std::size_t>(set)];
+    return s.size > (s.complete ? 1u : 0u);
+  }
+
+  std::int32_t step(std::int32_t set, char32_t c) {
+    if (c < 128) {  // the hot path of a trie walk: one table read, inlined
+      const std::int32_t next = ascii_next_[static_cast<std::size_t>(set) * 128 + c];
+      if (next != unknown) return next;
+    }
+    return step_uncached(set, c);
+  }
+
+  // Any other step: computed once (ASCII), or looked up by the classes that hold c.
+  [[gnu::noinline]] std::int32_t step_uncached(std::int32_t set, char32_t c) {
+    const Set s = sets_[static_cast<std::size_t>(set)];
+    const auto holds = [&](std::uint32_t i) {
+      const std::int32_t item = items_[s.offset + i];
+      return item >= 0 && g_->charsets[g_->elements[nodes_[static_cast<std::size_t>(item)].pos].index].contains(c);
+    };
+    if (c < 128) {
+      const std::size_t slot = static_cast<std::size_t>(set) * 128 + c;
+      if (ascii_next_[slot] == unknown) {
+        const std::int32_t next = advance(set, holds);
+        ascii_next_[slot] = next;  // after advance: it may have grown the table
+      }
+      return ascii_next_[slot];
+    }
+    // Beyond ASCII the step depends only on which stacks' classes hold c: one step for all
+    // when each class holds all or none of them, else cached per (set, that bitmask), so a
+    // vocabulary's thousands of CJK characters share an entry.
+    if (s.uniform_beyond_ascii) {
+      if (beyond_ascii_next_[static_cast<std::size_t>(set)] == unknown) {
+        const std::int32_t next = advance(set, holds);
+        beyond_ascii_next_[static_cast<std::size_t>(set)] = next;
+      }
+      return beyond_ascii_next_[static_cast<std::size_t>(set)];
+    }
+    if (s.size > 32) return advance(set, holds);
+    std::uint64_t matched = 0;
+    for (std::uint32_t i = 0; i < s.size; ++i)
+      if (holds(i)) matched |= std::uint64_t{1} << i;
+    const std::uint64_t key = (static_cast<std::uint64_t>(set) << 32) | matched;
+    if (const std::int32_t cached = *other_next_.find_or_insert(key, unknown); cached != unknown) return cached;
+    const std::int32_t next = advance(set, [&](std::uint32_t i) { return (matched >> i) & 1; });
+    *other_next_.find_or_insert(key, unknown) = next;
+    return next;
+  }
+
+  // Whether a stack of `set` can match some code point in [lo, hi].
+  bool can_match_any(std::int32_t set, char32_t lo, char32_t hi) const {
+    const Set s = sets_[static_cast<std::size_t>(set)];
+    if (s.uniform_beyond_ascii && lo >= 0x80) return s.any_beyond_ascii;
+    for (std::uint32_t i = 0; i < s.size; ++i) {
+      const std::int32_t item = items_[s.offset + i];
+      if (item >= 0 && g_->charsets[g_->elements[nodes_[static_cast<std::size_t>(item)].pos].index].intersects(lo, hi))
+        return true;
+    }
+    return false;
+  }
+
+  bool oversized() const { return nodes_.size() > max_nodes || sets_.size() > max_sets; }
+  bool uniform_beyond_ascii(std::int32_t set) const { return sets_[static_cast<std::size_t>(set)].uniform_beyond_ascii; }
+  static constexpr std::int32_t unknown = -2;
+
+  // A fresh automaton holding only `set` (the others and every cache dropped); returns the
+  // set's id there. Keeps memory bounded over a long generation.
+  std::int32_t rebuild(std::int32_t set) {
+    Automaton fresh(*g_);
+    std::vector<std::int32_t> items;
+    const Set s = sets_[static_cast<std::size_t>(set)];
+    for (std::uint32_t i = 0; i < s.size; ++i) items.push_back(fresh.copy_stack(*this, items_[s.offset + i]));
+    const std::int32_t id = fresh.intern_set(items);
+    *this = std::move(fresh);
+    return id;
+  }
+
+ private:
+  static constexpr std::size_t max_nodes = std::size_t{1} << 22, max_sets = std::size_t{1} << 16;
+
+  struct Node {
+    std::uint32_t pos;     // an element of kind Chars (what to match) or, below the top, Rule/Chars
+    std::int32_t parent;   // the stack below; -1: none
+  };
+  struct Set {
+    std::uint32_t offset, size;
+    bool complete;
+    // Every stack's class holds all code points beyond ASCII or none (CharSet::beyond_ascii):
+    // then one step serves them all, and any partial character is viable iff some does.
+    bool uniform_beyond_ascii;
+    bool any_beyond_ascii;
+  };
+
+  std::int32_t copy_stack(const Automaton& from, std::int32_t n) {
+    if (n < 0) return -1;
+    const Node node = from.nodes_[static_cast<std::size_t>(n)];
+    return intern_node(node.pos, copy_stack(from, node.parent));
+  }
+
+  // The node (pos, parent), made once: equal stacks are one node.
+  std::int32_t intern_node(std::uint32_t pos, std::int32_t parent) {
+    const auto fresh = static_cast<std::int32_t>(nodes_.size());
+    const std::int32_t id =
+        *node_ids_.find_or_insert((static_cast<std::uint64_t>(pos) << 32) | static_cast<std::uint32_t>(parent + 1), fresh);
+    if (id == fresh) nodes_.push_back({pos, parent});
+    return id;
+  }
+
+  // The set after one character: the stacks whose top class holds it (holds(i) for item i)
+  // advanced past it and expanded.
+  template <class Holds>
+  std::int32_t advance(std::int32_t set, const Holds& holds) {
+    scratch_.clear();
+    begin_expansion();
+    const Set s = sets_[static_cast<std::size_t>(set)];
+    for (std::uint32_t i = 0; i < s.size; ++i) {
+      if (!holds(i)) continue;
+      const Node n = nodes_[static_cast<std::size_t>(items_[s.offset + i])];
+      const std::uint32_t next = n.pos + 1;
+      expand(g_->elements[next].kind == ElementKind::End ? n.parent : intern_node(next, n.parent), scratch_);
+    }
+    return intern_set(scratch_);
+  }
+
+  void begin_expansion() {
+    if (++epoch_ == 0) std::fill(expanded_.begin(), expanded_.end(), 0), epoch_ = 1;
+  }
+
+  // Appends the stacks `stack` stands for with a character class on top: a rule on top is
+  // replaced by each of its alternatives (an empty one: the stack below, expanded too).
+  void expand(std::int32_t stack, std::vector<std::int32_t>& out) {
+    if (stack < 0) {
+      out.push_back(-1);
+      return;
+    }
+    const Node n = nodes_[static_cast<std::size_t>(stack)];
+    const Element e = g_->elements[n.pos];
+    if (e.kind == ElementKind::Chars) {
+      out.push_back(stack);
+      return;
+    }
+    // A stack met again in one expansion (a cycle through rules that derive nothing, which
+    // the parser allows when it does not grow the stack) has its results in `out` already.
+    if (expanded_.size() < nodes_.size()) expanded_.resize(nodes_.size() * 2, 0);
+    if (expanded_[static_cast<std::size_t>(stack)] == epoch_) return;
+    expanded_[static_cast<std::size_t>(stack)] = epoch_;
+    const std::int32_t rest = g_->elements[n.pos + 1].kind == ElementKind::End ? n.parent : intern_node(n.pos + 1, n.parent);
+    for (const std::uint32_t alt : g_->rules[e.index])
+      expand(g_->elements[alt].kind == ElementKind::End ? rest : intern_node(alt, rest), out);
+  }
+
+  std::int32_t intern_set(std::vector<std::int32_t>& items) {
+    std::sort(items.begin(), items.end());
+    items.erase(std::unique(items.begin(), items.end()), items.end());
+    std::string key(items.size() * sizeof(std::int32_t), '\0');
+    if (!items.empty()) std::memcpy(key.data(), items.data(), key.size());
+    const auto [it, fresh] = set_ids_.try_emplace(std::move(key), static_cast<std::int32_t>(sets_.size()));
+    if (!fresh) return it->second;
+    bool uniform = true, any = false;
+    for (const std::int32_t item : items) {
+      if (item < 0) continue;
+      const std::uint8_t b = g_->charsets[g_->elements[nodes_[static_cast<std::size_t>(item)].pos].index].beyond_ascii;
+      uniform &= b != 0;
+      any |= b == 2;
+    }
+    sets_.push_back({static_cast<std::uint32_t>(items_.size()), static_cast<std::uint32_t>(items.size()),
+                     !items.empty() && items.front() == -1, uniform, any});
+    beyond_ascii_next_.push_back(unknown);
+    items_.insert(items_.end(), items.begin(), items.end());
+    ascii_next_.resize(sets_.size() * 128, unknown);
+    return it->second;
+  }
+
+  const Grammar* g_;
+  std::vector<Node> nodes_;
+  FlatMap node_ids_;                      // pos << 32 | parent + 1 -> node
+  std::vector<Set> sets_;
+  std::vector<std::int32_t> items_;
+  std::unordered_map<std::string, std::int32_t> set_ids_;
+  std::vector<std::int32_t> ascii_next_;                     // set * 128 + c -> set
+  FlatMap other_next_;                     // set << 32 | classes holding c -> set
+  std::vector<std::int32_t> beyond_ascii_next_;  // set -> set, for uniform_beyond_ascii sets
+  std::vector<std::int32_t> scratch_;
+  std::vector<std::uint32_t> expanded_;  // node -> epoch of the expansion that met it
+  std::uint32_t epoch_ = 0;
+  std::int32_t start_ = 0;
+};
+
+namespace {
+
+// The smallest code point a sequence of n bytes may encode (below: an overlong form).
+constexpr char32_t min_code_point[5] = {0, 0, 0x80, 0x800, 0x10000};
+
+// Length of a UTF-8 sequence from its first byte; 0 for a byte that cannot start one.
+int utf8_length(std::uint8_t b) {
+  if (b < 0x80) return 1;
+  if ((b & 0xE0) == 0xC0) return b >= 0xC2 ? 2 : 0;  // C0/C1: overlong
+  if ((b & 0xF0) == 0xE0) return 3;
+  if ((b & 0xF8) == 0xF0) return b <= 0xF4 ? 4 : 0;
+  return 0;
+}
+
+}  // namespace
+
+// Bytes over the set DFA: a state is a set and a partial UTF-8 character, with a lazily
+// filled 256-entry table of next states, so a trie walk reads one table entry per node.
+// State 0 is dead. In a set whose classes hold all or none of the code points beyond ASCII,
+// partial characters that differ only in bits that cannot matter any more are one state
+// (what is left to check: the second byte after E0, ED, F0, F4).
+class ByteAutomaton {
+ public:
+  explicit ByteAutomaton(const Grammar& g) : sets_(g) { reset(sets_.start(), {}); }
+
+  std::int32_t start() const { return start_; }
+  std::int32_t next(std::int32_t id, std::uint8_t b) {
+    const std::size_t slot = static_cast<std::size_t>(id) * 256 + b;
+    if (table_[slot] == Automaton::unknown) {
+      const std::int32_t n = intern(step(states_[static_cast<std::size_t>(id)], b));
+      table_[slot] = n;  // after intern: it may have grown the table
+    }
+    return table_[slot];
+  }
+  bool complete(std::int32_t id) const {
+    const State& s = states_[static_cast<std::size_t>(id)];
+    return s.pending == 0 && sets_.complete(s.set);
+  }
+  bool can_continue(std::int32_t id) const {
+    const State& s = states_[static_cast<std::size_t>(id)];
+    return s.pending > 0 || sets_.has_stacks(s.set);
+  }
+
+  std::vector<std::uint64_t>* cached_mask(std::int32_t id) {
+    const auto it = masks_.find(id);
+    return it == masks_.end() ? nullptr : &it->second;
+  }
+  std::vector<std::uint64_t>& new_mask(std::int32_t id) {
+    if (masks_.size() >= max_masks) masks_.clear();
+    return masks_[id];
+  }
+
+  // Keeps memory bounded over a long generation: past the limits, a fresh automaton holding
+  // only state `id`; returns its id there.
+  std::int32_t compact(std::int32_t id) {
+    if (!sets_.oversized()) return id;
+    const State s = states_[static_cast<std::size_t>(id)];
+    reset(sets_.rebuild(s.set), s);
+    return start_;
+  }
+
+ private:
+  static constexpr std::size_t max_masks = 256;
+
+  struct State {
+    std::int32_t set = 0;
+    char32_t partial = 0;      // bits of a character begun so far
+    std::uint8_t pending = 0;  // continuation bytes it still needs
+    std::uint8_t length = 0;   // its length in bytes (an overlong form is refused)
+  };
+
+  // Empties the byte states and tables; `current`, moved to set `set`, becomes start_.
+  void reset(std::int32_t set, State current) {
+    states_.clear();
+    ids_ = FlatMap();
+    table_.clear();
+    masks_.clear();
+    intern(State{});  // 0: dead
+    current.set = set;
+    start_ = intern(current);
+  }
+
+  std::int32_t intern(State s) {
+    if (s.set == 0) s = State{};
+    if (s.pending > 0 && sets_.uniform_beyond_ascii(s.set)) s.partial = canonical(s);
+    const std::uint64_t key = (static_cast<std::uint64_t>(s.set) << 32) | (static_cast<std::uint64_t>(s.partial) << 8) |
+                              (static_cast<std::uint64_t>(s.pending) << 4) | s.length;
+    const auto fresh = static_cast<std::int32_t>(states_.size());
+    const std::int32_t id = *ids_.find_or_insert(key, fresh);
+    if (id == fresh) {
+      states_.push_back(s);
+      table_.resize(states_.size() * 256, Automaton::unknown);
+    }
+    return id;
+  }
+
+  // The bits of a partial character that still decide anything when every class treats
+  // the code points beyond ASCII alike: the lead of E0, ED, F0, F4 (their second byte has a
+  // narrower range); past the second byte, nothing (a valid representative stands in).
+  static char32_t canonical(const State& s) {
+    const int done = s.length - s.pending;  // bytes seen
+    if (done == 1) {
+      if (s.length == 2) return 0x2;                                     // C2..DF
+      if (s.length == 3) return s.partial == 0x0 || s.partial == 0xD ? s.partial : 0x1;  // E0, ED, else E1
+      return s.partial == 0x0 || s.partial == 0x4 ? s.partial : 0x1;    // F0, F4, else F1
+    }
+    return char32_t{0x1} << (6 * (done - 1));  // E1 80 / F1 80 / F1 80 80
+  }
+
+  // One byte of UTF-8 over the set DFA (set 0 when refused).
+  State step(State s, std::uint8_t b) {
+    if (s.pending == 0) {
+      const int len = utf8_length(b);
+      if (len == 1) return {.set = sets_.step(s.set, b)};
+      if (len == 0) return {};
+      s.partial = b & (0x7F >> len);
+      s.pending = static_cast<std::uint8_t>(len - 1);
+      s.length = static_cast<std::uint8_t>(len);
+    } else {
+      if ((b & 0xC0) != 0x80) return {};
+      s.partial = (s.partial << 6) | (b & 0x3F);
+      if (--s.pending == 0) {
+        const char32_t c = s.partial;
+        if (c < min_code_point[s.length] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return {};
+        return {.set = sets_.step(s.set, c)};
+      }
+    }
+    // A character begun: some class must be able to finish it.
+    const unsigned shift = 6u * s.pending;
+    const char32_t lo = std::max<char32_t>(s.partial << shift, min_code_point[s.length]);
+    const char32_t hi = std::min<char32_t>((s.partial << shift) | ((char32_t{1} << shift) - 1), 0x10FFFF);
+    const bool surrogates_only = lo >= 0xD800 && hi <= 0xDFFF;
+    if (lo > hi || surrogates_only || !sets_.can_match_any(s.set, lo, hi)) return {};
+    return s;
+  }
+
+  Automaton sets_;
+  std::vector<State> states_;
+  FlatMap ids_;                     // packed State -> id
+  std::vector<std::int32_t> table_;  // id * 256 + byte -> id
+  std::unordered_map<std::int32_t, std::vector<std::uint64_t>> masks_;
+  std::int32_t start_ = 0;
+};
+
+Matcher::Matcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab)
+    : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {
+  FUCINA_CHECK(grammar_ != nullptr, InvalidArgument, "[grammar] no grammar given");
+  automaton_ = std::make_unique<ByteAutomaton>(*grammar_);
+  state_ = automaton_->start();
+}
+Matcher::Matcher(Matcher&&) noexcept = default;
+Matcher& Matcher::operator=(Matcher&&) noexcept = default;
+Matcher::~Matcher() = default;
+
+std::int32_t Matcher::step(std::int32_t state, std::string_view bytes) {
+  for (const char ch : bytes) {
+    state = automaton_->next(state, static_cast<std::uint8_t>(ch));
+    if (state == 0) return 0;
+  }
+  return state;
+}
+
+bool Matcher::accept(std::string_view bytes) {
+  const std::int32_t next = step(state_, bytes);
+  if (next == 0) return false;
+  state_ = automaton_->compact(next);
+  return true;
+}
+
+bool Matcher::complete() const { return automaton_->complete(state_); }
+bool Matcher::can_continue() const { return automaton_->can_continue(state_); }
+
+bool Matcher::allows(TokenId id) {
+  FUCINA_CHECK(vocab_ != nullptr, InvalidArgument, "[grammar] token matching needs a vocabulary");
+  if (id < 0 || static_cast<std::size_t>(id) >= vocab_->size()) return false;
+  if (vocab_->is_end(id)) return complete();
+  const std::string_view piece = vocab_->piece(id);
+  return !piece.empty() && step(state_, piece) != 0;
+}
+
+bool Matcher::accept_token(TokenId id) {
+  if (!allows(id)) return false;
+  return vocab_->is_end(id) || accept(vocab_->piece(id));
+}
+
+std::span<const std::uint64_t> Matcher::allowed() {
+  FUCINA_CHECK(vocab_ != nullptr, InvalidArgument, "[grammar] token masks need a vocabulary");
+  ByteAutomaton& a = *automaton_;
+  if (const auto* m = a.cached_mask(state_)) return *m;
+  std::vector<std::uint64_t>& bits = a.new_mask(state_);
+  const Vocabulary& v = *vocab_;
+  bits.assign((v.size() + 63) / 64, 0);
+  const auto set_bit = [&](TokenId id) { bits[static_cast<std::size_t>(id) >> 6] |= std::uint64_t{1} << (id & 63); };
+  // One pass over the trie in preorder; at[d]: the state after the first d bytes.
+  std::vector<std::int32_t> at(v.max_depth() + 1);
+  at[0] = state_;
+  for (std::size_t node = 1; node < v.nodes();) {
+    const std::size_t d = v.depth(node);
+    const std::int32_t s = a.next(at[d - 1], v.byte(node));
+    if (s == 0) {
+      node = v.subtree_end(node);
+      continue;
+    }
+    at[d] = s;
+    for (const TokenId id : v.tokens_at(node)) set_bit(id);
+    ++node;
+  }
+  if (complete())
+    for (const TokenId id : v.end_tokens()) set_bit(id);
+  return bits;
+}
+
+std::size_t Matcher::mask(std::span<float> logits) {
+  const auto bits = allowed();
+  constexpr float refused = -std::numeric_limits<float>::infinity();
+  const std::size_t n = std::min(logits.size(), vocab_->size());
+  std::size_t kept = 0;
+  // A word at a time: most words are all refused (a fill) or all allowed (nothing to do).
+  for (std::size_t w = 0; w * 64 < n; ++w) {
+    const std::uint64_t word = bits[w];
+    const std::size_t base = w * 64, len = std::min<std::size_t>(64, n - base);
+    kept += static_cast<std::size_t>(std::popcount(word));
+    if (word == ~std::uint64_t{0}) continue;
+    if (word == 0) {
+      std::fill_n(logits.begin() + static_cast<std::ptrdiff_t>(base), len, refused);
+      continue;
+    }
+    for (std::size_t i = 0; i < len; ++i)
+      if (!((word >> i) & 1)) logits[base + i] = refused;
+  }
+  // Rows past the tokenizer's vocabulary (a model's padding) are never allowed.
+  std::fill(logits.begin() + static_cast<std::ptrdiff_t>(n), logits.end(), refused);
+  return kept;
+}
+
+}  // namespace fucina::grammar
