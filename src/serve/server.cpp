@@ -510,6 +510,7 @@ void Server::Impl::install() {
   });
   http.set_logger([this](const httplib::Request& req, const httplib::Response& res) { log(req, res); });
   http.set_payload_max_length(options.max_body);
+  http.set_tcp_nodelay(true);  // stream chunks go out as they are written (no Nagle delay)
   const auto threads = static_cast<std::size_t>(std::max(1, options.http_threads));
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
 }
