@@ -510,7 +510,13 @@ void Server::Impl::install() {
   });
   http.set_logger([this](const httplib::Request& req, const httplib::Response& res) { log(req, res); });
   http.set_payload_max_length(options.max_body);
-  http.set_tcp_nodelay(true);  // stream chunks go out as they are written (no Nagle delay)
+  http.set_tcp_nodelay(true);
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which lets a second server bind a
+  // port that is in use and silently share its connections.
+  http.set_socket_options([](int sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });  // stream chunks go out as they are written (no Nagle delay)
   const auto threads = static_cast<std::size_t>(std::max(1, options.http_threads));
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
 }

@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -38,6 +39,12 @@ T parse_num(std::string_view flag, const std::string& s) {
   if (r.ec != std::errc{} || r.ptr != end || s.empty() || !finite)
     throw UsageError{fmt::format("{}: '{}' is not a valid finite number", flag, s)};
   return v;
+}
+
+// The value of the flag at args[i], advancing i past it; a UsageError when the flag is last.
+inline std::string flag_value(std::span<char* const> args, std::size_t& i) {
+  if (i + 1 >= args.size()) throw UsageError{fmt::format("{} needs a value", args[i])};
+  return args[++i];
 }
 
 // "1,2,3" -> {1, 2, 3}, each element parsed strictly.

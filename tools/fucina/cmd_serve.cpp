@@ -12,6 +12,7 @@
 
 #include "args.hpp"
 #include "command.hpp"
+#include "fucina/core/error.hpp"
 #include "fucina/generate/chat.hpp"
 #include "fucina/model/model.hpp"
 #include "fucina/serve/engine.hpp"
@@ -58,10 +59,7 @@ Options parse(std::span<char* const> args) {
   Options o;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw UsageError{fmt::format("{} needs a value", a)};
-      return args[++i];
-    };
+    const auto value = [&] { return fucina::cli::flag_value(args, i); };
     if (a == "--host") o.server.host = value();
     else if (a == "--port") o.server.port = parse_num<int>(a, value());
     else if (a == "--parallel") o.engine.slots = parse_num<int>(a, value());
@@ -106,6 +104,9 @@ int serve_main(std::span<char* const> args) {
       return 0;
     }
   const Options o = parse(args);
+  // Before listening: a wrong path is then the only line printed.
+  if (std::error_code ec; !std::filesystem::is_regular_file(o.model, ec))
+    throw fucina::Error(fucina::ErrorCode::Io, fmt::format("cannot open model '{}': not a file", o.model));
   const std::string tmpl_override = o.chat_template_file.empty() ? std::string() : fucina::cli::read_input_file(o.chat_template_file);
 
   // SIGINT/SIGTERM go to one thread, which stops the server; every thread made later inherits the mask.
