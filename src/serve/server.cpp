@@ -112,8 +112,8 @@ struct Server::Impl {
   std::shared_ptr<const Backend> backend;  // null while loading
   std::mutex metrics_mutex;
   std::map<int, std::int64_t> requests_by_status;
-  std::mutex id_mutex;
-  std::mt19937_64 id_rng{std::random_device{}()};
+  mutable std::mutex id_mutex;
+  mutable std::mt19937_64 id_rng{std::random_device{}()};
 
   explicit Impl(ServerOptions o) : options(std::move(o)) {}
 
@@ -122,7 +122,7 @@ struct Server::Impl {
     return backend;
   }
 
-  std::string random_hex(std::size_t n) {
+  std::string random_hex(std::size_t n) const {
     std::lock_guard lock(id_mutex);
     std::string s;
     while (s.size() < n) s += fmt::format("{:016x}", id_rng());
@@ -138,7 +138,7 @@ struct Server::Impl {
                      const Backend& b, std::int64_t prompt_tokens, httplib::Response& res) const;
   void respond_stream(const CompletionRequest& r, const ResponseMeta& meta, std::shared_ptr<Exchange> ex,
                       const Backend& b, std::int64_t prompt_tokens, httplib::Response& res) const;
-  Choice final_choice(const CompletionRequest& r, const Backend& b, const Exchange::Slot& s);
+  Choice final_choice(const CompletionRequest& r, const Backend& b, const Exchange::Slot& s) const;
   void tokenize(const httplib::Request& req, httplib::Response& res);
   void detokenize(const httplib::Request& req, httplib::Response& res);
   void metrics(httplib::Response& res);
@@ -183,7 +183,7 @@ std::vector<tokenizer::TokenId> Server::Impl::prompt_of(const Backend& b, const 
   return ids;
 }
 
-Choice Server::Impl::final_choice(const CompletionRequest& r, const Backend& b, const Exchange::Slot& s) {
+Choice Server::Impl::final_choice(const CompletionRequest& r, const Backend& b, const Exchange::Slot& s) const {
   Choice c{.text = s.text, .tool_calls = {}, .finish_reason = finish_reason_of(s.outcome.result.reason), .logprobs = s.logprobs};
   if (!r.tools_json.empty())
     if (auto parsed = parse_tool_calls(s.text, tool_call_format_of(b.chat_template))) {
@@ -264,7 +264,7 @@ void Server::Impl::respond_whole(const CompletionRequest& r, const ResponseMeta&
   Usage usage{.prompt_tokens = prompt_tokens, .completion_tokens = 0};
   for (const auto& s : ex->slots) {
     if (!s.outcome.error.empty()) throw failed(s.outcome);
-    choices.push_back(const_cast<Impl*>(this)->final_choice(r, b, s));
+    choices.push_back(final_choice(r, b, s));
     usage.completion_tokens += static_cast<std::int64_t>(s.outcome.result.tokens.size());
   }
   current_request.tokens = usage.completion_tokens;
@@ -274,7 +274,7 @@ void Server::Impl::respond_whole(const CompletionRequest& r, const ResponseMeta&
 void Server::Impl::respond_stream(const CompletionRequest& r, const ResponseMeta& meta, std::shared_ptr<Exchange> ex,
                                   const Backend& b, std::int64_t prompt_tokens, httplib::Response& res) const {
   res.set_header("Cache-Control", "no-cache");
-  auto* self = const_cast<Impl*>(this);
+  const Impl* self = this;
   const auto until = deadline();
   res.set_chunked_content_provider(
       "text/event-stream",

@@ -134,10 +134,17 @@ int serve_main(std::span<char* const> args) {
     fucina::serve::SerialEngine engine(model, tok, ctx, o.engine);
     const auto& cfg = model.config();
     const std::string id = !o.alias.empty() ? o.alias : std::filesystem::path(o.model).filename().string();
-    server.set_backend({.model_id = id,
-                        .tok = &tok,
-                        .chat_template = tmpl_override.empty() ? fucina::generate::chat_template_or_default(model.file()) : tmpl_override,
-                        .engine = &engine});
+    const std::string tmpl = tmpl_override.empty() ? fucina::generate::chat_template_or_default(model.file()) : tmpl_override;
+    // A template this engine cannot run: a --chat-template-file is refused at startup; the
+    // model's own only warned about (its completions endpoint still works).
+    const fucina::tokenizer::ChatMessage probe[] = {{.role = "user", .content = "Hello"}};
+    try {
+      (void)fucina::generate::render_chat(tmpl, tok, probe, true);
+    } catch (const fucina::Error& e) {
+      if (!tmpl_override.empty()) throw fucina::Error(e.code(), fmt::format("--chat-template-file: {}", e.what()));
+      fmt::print(stderr, "fucina serve: warning: the model's chat template cannot be used ({}); chat requests will be refused\n", e.what());
+    }
+    server.set_backend({.model_id = id, .tok = &tok, .chat_template = tmpl, .engine = &engine});
     fmt::print(stderr, "fucina serve: {} ({}, {} layers), ctx {}, {} slot(s), queue {}, {} threads: ready\n", id,
                fucina::model::arch_name(cfg.arch), cfg.n_layer, engine.context_length(), o.engine.slots,
                o.engine.max_queue, ctx.threads());
