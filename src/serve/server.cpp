@@ -92,6 +92,7 @@ struct Exchange {
     std::size_t sent_text = 0, sent_logprobs = 0;  // streamed so far
     bool done = false, finished = false;           // finished: its last chunk was sent
     JobOutcome outcome;
+    bool has_unsent() const { return text.size() > sent_text || logprobs.size() > sent_logprobs; }
   };
   explicit Exchange(int n) : slots(static_cast<std::size_t>(n)) {}
   bool all_done() const {
@@ -138,6 +139,8 @@ struct Server::Impl {
                      const Backend& b, std::int64_t prompt_tokens, httplib::Response& res) const;
   void respond_stream(const CompletionRequest& r, const ResponseMeta& meta, std::shared_ptr<Exchange> ex,
                       const Backend& b, std::int64_t prompt_tokens, httplib::Response& res) const;
+  std::string stream_events(const CompletionRequest& r, const ResponseMeta& meta, const Backend& b, Exchange& ex,
+                            std::int64_t prompt_tokens, bool& all_finished) const;
   Choice final_choice(const CompletionRequest& r, const Backend& b, const Exchange::Slot& s) const;
   void tokenize(const httplib::Request& req, httplib::Response& res);
   void detokenize(const httplib::Request& req, httplib::Response& res);
@@ -146,6 +149,8 @@ struct Server::Impl {
     return current_request.start + std::chrono::milliseconds(static_cast<std::int64_t>(options.timeout_seconds * 1e3));
   }
 };
+
+namespace {
 
 // Hook for constrained decoding (issue 22): when grammars land, a json_object/json_schema
 // response_format or a required tool_choice becomes a grammar on the Job here.
@@ -157,6 +162,8 @@ void require_unconstrained(const CompletionRequest& r) {
     throw ApiError(400, "tool_choice \"required\" or a named function needs constrained decoding, which is not available yet",
                    "tool_choice", "unsupported");
 }
+
+}  // namespace
 
 std::vector<tokenizer::TokenId> Server::Impl::prompt_of(const Backend& b, const CompletionRequest& r) const {
   if (!r.prompt_tokens.empty()) {
@@ -246,12 +253,16 @@ void Server::Impl::complete(Endpoint endpoint, const httplib::Request& req, http
   else respond_whole(r, meta, ex, *b, prompt_tokens, res);
 }
 
+namespace {
+
 ApiError timed_out(double seconds) {
   return ApiError(503, fmt::format("the request timed out after {} s (--timeout)", seconds), {}, "timeout");
 }
 
 // A job's failure as the client sees it (the prompt was checked before, so this is rare).
 ApiError failed(const JobOutcome& o) { return ApiError(500, fmt::format("generation failed: {}", o.error), {}, "internal"); }
+
+}  // namespace
 
 void Server::Impl::respond_whole(const CompletionRequest& r, const ResponseMeta& meta, const std::shared_ptr<Exchange>& ex,
                                  const Backend& b, std::int64_t prompt_tokens, httplib::Response& res) const {
@@ -271,91 +282,90 @@ void Server::Impl::respond_whole(const CompletionRequest& r, const ResponseMeta&
   send_json(res, 200, completion_json(meta, choices, usage));
 }
 
+// The SSE events for what the choices produced since the last call (ex.mutex held): text
+// deltas (with tools, the whole text waits for the end: a call is only recognized whole),
+// each finished choice's last chunk, then usage and [DONE] once all are finished.
+std::string Server::Impl::stream_events(const CompletionRequest& r, const ResponseMeta& meta, const Backend& b,
+                                        Exchange& ex, std::int64_t prompt_tokens, bool& all_finished) const {
+  std::string out;
+  for (std::size_t i = 0; i < ex.slots.size(); ++i) {
+    auto& s = ex.slots[i];
+    const int index = static_cast<int>(i);
+    if (s.finished) continue;
+    if (r.tools_json.empty() && s.has_unsent()) {
+      Choice delta{.text = s.text.substr(s.sent_text), .tool_calls = {}, .finish_reason = {},
+                   .logprobs = {s.logprobs.begin() + static_cast<std::ptrdiff_t>(s.sent_logprobs), s.logprobs.end()}};
+      out += sse_event(chunk_json(meta, index, delta, false, r.include_usage));
+      s.sent_text = s.text.size();
+      s.sent_logprobs = s.logprobs.size();
+    }
+    if (!s.done) continue;
+    if (!s.outcome.error.empty()) {
+      out += sse_event(error_json(failed(s.outcome)));
+    } else {
+      Choice last = final_choice(r, b, s);
+      if (!r.tools_json.empty() && (!last.text.empty() || !last.tool_calls.empty())) {
+        Choice delta{.text = last.text, .tool_calls = last.tool_calls, .finish_reason = {}, .logprobs = {}};
+        out += sse_event(chunk_json(meta, index, delta, false, r.include_usage));
+      }
+      Choice end{.text = {}, .tool_calls = {}, .finish_reason = last.finish_reason, .logprobs = {}};
+      out += sse_event(chunk_json(meta, index, end, false, r.include_usage));
+    }
+    s.finished = true;
+  }
+  all_finished = std::all_of(ex.slots.begin(), ex.slots.end(), [](const Exchange::Slot& s) { return s.finished; });
+  if (all_finished) {
+    Usage usage{.prompt_tokens = prompt_tokens, .completion_tokens = 0};
+    for (const auto& s : ex.slots) usage.completion_tokens += static_cast<std::int64_t>(s.outcome.result.tokens.size());
+    current_request.tokens = usage.completion_tokens;
+    if (r.include_usage) out += sse_event(usage_chunk_json(meta, usage));
+    out += "data: [DONE]\n\n";
+  }
+  return out;
+}
+
 void Server::Impl::respond_stream(const CompletionRequest& r, const ResponseMeta& meta, std::shared_ptr<Exchange> ex,
                                   const Backend& b, std::int64_t prompt_tokens, httplib::Response& res) const {
   res.set_header("Cache-Control", "no-cache");
-  const Impl* self = this;
   const auto until = deadline();
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [self, r, meta, ex, b, prompt_tokens, until, started = false](std::size_t, httplib::DataSink& sink) mutable {
-        std::string out;
-        const bool chat = meta.endpoint == Endpoint::Chat;
-        if (!started) {
-          started = true;
-          if (chat)
-            for (int i = 0; i < r.n; ++i) out += sse_event(chunk_json(meta, i, {}, true, r.include_usage));
-        }
-        bool all_finished = false;
-        {
-          std::unique_lock lock(ex->mutex);
-          const auto news = [&] {
-            return std::any_of(ex->slots.begin(), ex->slots.end(), [&](const Exchange::Slot& s) {
-              return (s.done && !s.finished) ||
-                     (r.tools_json.empty() && (s.text.size() > s.sent_text || s.logprobs.size() > s.sent_logprobs));
-            });
-          };
-          // Wake at least every 2 s: a keep-alive comment finds out whether the client is still there.
-          const auto wake = std::min(until, clock_type::now() + std::chrono::seconds(2));
-          if (!ex->changed.wait_until(lock, wake, news)) {
-            lock.unlock();
-            if (clock_type::now() >= until) {
-              ex->cancel = true;
-              out += sse_event(error_json(timed_out(self->options.timeout_seconds)));
-              out += "data: [DONE]\n\n";
-              const bool ok = sink.write(out.data(), out.size());
-              sink.done();
-              return ok;
-            }
-            out += ": keep-alive\n\n";
-            if (!sink.write(out.data(), out.size())) {
-              ex->cancel = true;
-              return false;
-            }
-            return true;
-          }
-          for (std::size_t i = 0; i < ex->slots.size(); ++i) {
-            auto& s = ex->slots[i];
-            const int index = static_cast<int>(i);
-            if (s.finished) continue;
-            if (r.tools_json.empty() && (s.text.size() > s.sent_text || s.logprobs.size() > s.sent_logprobs)) {
-              Choice delta{.text = s.text.substr(s.sent_text), .tool_calls = {}, .finish_reason = {},
-                           .logprobs = {s.logprobs.begin() + static_cast<std::ptrdiff_t>(s.sent_logprobs), s.logprobs.end()}};
-              out += sse_event(chunk_json(meta, index, delta, false, r.include_usage));
-              s.sent_text = s.text.size();
-              s.sent_logprobs = s.logprobs.size();
-            }
-            if (!s.done) continue;
-            if (!s.outcome.error.empty()) {
-              out += sse_event(error_json(failed(s.outcome)));
-            } else {
-              Choice last = self->final_choice(r, b, s);
-              if (!r.tools_json.empty() && (!last.text.empty() || !last.tool_calls.empty())) {
-                Choice delta{.text = last.text, .tool_calls = last.tool_calls, .finish_reason = {}, .logprobs = {}};
-                out += sse_event(chunk_json(meta, index, delta, false, r.include_usage));
-              }
-              Choice end{.text = {}, .tool_calls = {}, .finish_reason = last.finish_reason, .logprobs = {}};
-              out += sse_event(chunk_json(meta, index, end, false, r.include_usage));
-            }
-            s.finished = true;
-          }
-          all_finished = std::all_of(ex->slots.begin(), ex->slots.end(), [](const Exchange::Slot& s) { return s.finished; });
-          if (all_finished) {
-            Usage usage{.prompt_tokens = prompt_tokens, .completion_tokens = 0};
-            for (const auto& s : ex->slots) usage.completion_tokens += static_cast<std::int64_t>(s.outcome.result.tokens.size());
-            current_request.tokens = usage.completion_tokens;
-            if (r.include_usage) out += sse_event(usage_chunk_json(meta, usage));
-            out += "data: [DONE]\n\n";
-          }
-        }
-        if (!out.empty() && !sink.write(out.data(), out.size())) {  // the client left
-          ex->cancel = true;
-          return false;
-        }
-        if (all_finished) sink.done();
-        return true;
-      },
-      [ex](bool) { ex->cancel = true; });  // however the stream ended, its jobs stop
+  // httplib calls the provider until sink.done(); each call waits for news and writes it.
+  const auto provide = [this, r, meta, ex, b, prompt_tokens, until, started = false](std::size_t,
+                                                                                       httplib::DataSink& sink) mutable {
+    std::string out;
+    if (!started && meta.endpoint == Endpoint::Chat)
+      for (int i = 0; i < r.n; ++i) out += sse_event(chunk_json(meta, i, {}, true, r.include_usage));
+    started = true;
+    bool all_finished = false, timed_out_now = false;
+    {
+      std::unique_lock lock(ex->mutex);
+      const bool buffered = !r.tools_json.empty();
+      const auto news = [&] {
+        return std::any_of(ex->slots.begin(), ex->slots.end(), [&](const Exchange::Slot& s) {
+          return (s.done && !s.finished) || (!buffered && s.has_unsent());
+        });
+      };
+      // Wake at least every 2 s: a keep-alive comment finds out whether the client is still there.
+      if (ex->changed.wait_until(lock, std::min(until, clock_type::now() + std::chrono::seconds(2)), news))
+        out += stream_events(r, meta, b, *ex, prompt_tokens, all_finished);
+      else if (clock_type::now() >= until)
+        timed_out_now = true;
+      else
+        out += ": keep-alive\n\n";
+    }
+    if (timed_out_now) {
+      ex->cancel = true;
+      out += sse_event(error_json(timed_out(options.timeout_seconds))) + "data: [DONE]\n\n";
+      all_finished = true;
+    }
+    if (!sink.write(out.data(), out.size())) {  // the client left
+      ex->cancel = true;
+      return false;
+    }
+    if (all_finished) sink.done();
+    return true;
+  };
+  res.set_chunked_content_provider("text/event-stream", provide,
+                                   [ex](bool) { ex->cancel = true; });  // however the stream ended, its jobs stop
 }
 
 void Server::Impl::tokenize(const httplib::Request& req, httplib::Response& res) {
