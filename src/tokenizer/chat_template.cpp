@@ -1,6 +1,8 @@
 // Chat rendering with llama.cpp's message adjustments (Note [llama.cpp chat rendering]).
 #include "fucina/tokenizer/chat_template.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <ctime>
 #include <vector>
 
@@ -15,7 +17,39 @@ using jinja::Array;
 using jinja::Object;
 using jinja::Value;
 
-Value message_value(const ChatMessage& m) { return Value(Object{{"role", Value(m.role)}, {"content", Value(m.content)}}); }
+Value json_value(const nlohmann::json& j) {
+  if (j.is_array()) {
+    Array a(j.size());
+    for (std::size_t i = 0; i < j.size(); ++i) a[i] = json_value(j[i]);
+    return Value(std::move(a));
+  }
+  if (j.is_object()) {
+    Object o;
+    for (const auto& [k, v] : j.items()) o.emplace_back(k, json_value(v));
+    return Value(std::move(o));
+  }
+  if (j.is_boolean()) return Value(j.get<bool>());
+  if (j.is_number_integer() && !j.is_number_unsigned()) return Value(j.get<std::int64_t>());
+  if (j.is_number()) return Value(j.get<double>());
+  if (j.is_string()) return Value(j.get<std::string>());
+  return Value(jinja::None{});  // null
+}
+
+Value json_text_value(const std::string& text, std::string_view what) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  FUCINA_CHECK(!j.is_discarded(), InvalidArgument, "[chat] {} is not valid JSON", what);
+  return json_value(j);
+}
+
+Value message_value(const ChatMessage& m) {
+  Object o(2 + !m.tool_calls_json.empty() + !m.tool_call_id.empty());
+  o[0] = {"role", Value(m.role)};
+  o[1] = {"content", Value(m.content)};
+  std::size_t i = 2;
+  if (!m.tool_calls_json.empty()) o[i++] = {"tool_calls", json_text_value(m.tool_calls_json, "tool_calls")};
+  if (!m.tool_call_id.empty()) o[i++] = {"tool_call_id", Value(m.tool_call_id)};
+  return Value(std::move(o));
+}
 
 std::string today(const char* format) {
   const std::time_t now = std::time(nullptr);
@@ -63,6 +97,7 @@ std::string apply_chat_template(std::string_view tmpl, std::span<const ChatMessa
                  {"datetime", Value(today("%b %d %Y"))},
                  {"date_string", Value(today("%d %b %Y"))}};
   if (options.add_generation_prompt) globals.emplace_back("add_generation_prompt", Value(true));
+  if (!options.tools_json.empty()) globals.emplace_back("tools", json_text_value(options.tools_json, "tools"));
   std::string out = t.render(globals);
   const std::string& bos = options.bos_token;
   const std::string& eos = options.eos_token;

@@ -36,7 +36,7 @@ TEST(Bands, OnlyArchHeaderReadsIsaMacros) {
 }
 
 // The table as the doc states it: the facade above autograd, quant above gguf, the
-// generation loop above the model, training on top.
+// generation loop above the models, training and the server on top.
 TEST(Bands, DocTableShape) {
   const Table t = doc_table();
   auto band = [&](const char* p) {
@@ -51,7 +51,9 @@ TEST(Bands, DocTableShape) {
   EXPECT_LT(band("data/spirals.hpp"), band("es/train.hpp"));
   EXPECT_GT(band("generate/loop.hpp"), band("model/model.hpp"));
   EXPECT_EQ(band("train/finetune.hpp"), t.top_band());
+  EXPECT_EQ(band("serve/server.hpp"), t.top_band());
   EXPECT_GT(band("train/finetune.hpp"), band("generate/loop.hpp"));
+  EXPECT_GT(band("serve/server.hpp"), band("generate/loop.hpp"));
 }
 
 // The checker itself, on a made-up table and tree.

@@ -11,6 +11,8 @@
 //  - a template "does not support a system role" when rendering [system, user] never reads
 //    the system message's content (Phi-3's does not); the system message is then merged into
 //    the next message as "<system>\n<content>" (or dropped when it is the only message);
+//  - `tools` and a message's `tool_calls` / `tool_call_id` are given only when set (JSON
+//    turned into template values), so templates that test `if tools` see none otherwise;
 //  - a model without a template gets ChatML (default_chat_template());
 //  - when the tokenizer adds BOS/EOS itself, a leading bos_token / trailing eos_token is cut
 //    from the render so it is not doubled (ChatTemplateOptions::strip_bos/strip_eos).
@@ -28,6 +30,10 @@ namespace fucina::tokenizer {
 
 struct ChatMessage {
   std::string role, content;
+  // An assistant turn's tool calls: a JSON array of OpenAI tool_calls objects, each
+  // function's arguments a JSON object (as llama.cpp hands them to templates); empty: none.
+  std::string tool_calls_json{};
+  std::string tool_call_id{};  // a "tool" message: the call it answers; empty: none
 };
 
 struct ChatTemplateOptions {
@@ -36,6 +42,8 @@ struct ChatTemplateOptions {
   // The tokenizer adds BOS (EOS) itself: cut a leading bos_token (trailing eos_token).
   bool strip_bos = false;
   bool strip_eos = false;
+  // The `tools` the template may list: a JSON array of OpenAI tool objects; empty: undefined.
+  std::string tools_json{};
 };
 
 // Renders `messages` with template source `tmpl` (Note [llama.cpp chat rendering]).

@@ -1,0 +1,366 @@
+#!/usr/bin/env python3
+"""HTTP tests of `fucina serve` against a spawned server on a free loopback port, with a
+random-weight model made by `fucina synth` (stdlib only).
+
+usage: server_test.py FUCINA_BIN WORK_DIR SUITE    (SUITE: api | concurrency | malformed)
+  api          error shapes, API key, 413, 429 with Retry-After, timeout, /metrics, /health,
+               /tokenize, client-disconnect cancellation
+  concurrency  32 concurrent streamed requests, each equal to its solo run at temperature 0
+  malformed    >= 10,000 malformed requests (bad JSON, wrong types, huge numbers, invalid
+               UTF-8, missing fields, random bytes, half-sent requests): always a 4xx or a
+               closed connection, the server stays up and then serves a valid request
+"""
+import http.client
+import json
+import os
+import random
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+FUCINA, WORK, SUITE = sys.argv[1], sys.argv[2], sys.argv[3]
+FAILURES = []
+
+
+def check(cond, what):
+    if not cond:
+        what = what if len(what) < 600 else what[:600] + "..."
+        FAILURES.append(what)
+        print(f"FAIL: {what}", flush=True)
+
+
+def synth_model(name, *flags):
+    os.makedirs(WORK, exist_ok=True)
+    path = os.path.join(WORK, name)
+    subprocess.run([FUCINA, "synth", path, "--arch", "qwen3", "--dtype", "f16", "--seed", "3", *flags],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return path
+
+
+class Server:
+    """A `fucina serve` child; its stderr log is kept in self.log."""
+
+    def __init__(self, model, *flags, key=None):
+        self.auth = {"Authorization": f"Bearer {key}"} if key else {}
+        if key:
+            flags = (*flags, "--api-key", key)
+        self.proc = subprocess.Popen([FUCINA, "serve", model, "--port", "0", "-t", "1", *flags],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
+        self.log, self.port = [], None
+        ready = threading.Event()
+
+        def pump():
+            for line in self.proc.stderr:
+                self.log.append(line)
+                m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+                if m:
+                    self.port = int(m.group(1))
+                if line.rstrip().endswith(": ready"):
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not ready.wait(60) or self.port is None or self.proc.poll() is not None:
+            raise SystemExit("server did not start:\n" + "".join(self.log))
+
+    def request(self, method, path, body=None, headers=None, timeout=60):
+        """(status, headers dict, body bytes)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body)
+        conn.request(method, path, body=body, headers=self.auth if headers is None else headers)
+        r = conn.getresponse()
+        data = r.read()
+        conn.close()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+
+    def post(self, path, body, **kw):
+        return self.request("POST", path, body, {"Content-Type": "application/json", **kw.pop("headers", self.auth)}, **kw)
+
+    def stream(self, body, on_chunk=None):
+        """Streams a chat completion; returns (content, finish_reason, events)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        conn.request("POST", "/v1/chat/completions", body=json.dumps({**body, "stream": True}),
+                     headers={"Content-Type": "application/json", **self.auth})
+        r = conn.getresponse()
+        assert r.status == 200, (r.status, r.read())
+        content, finish, events = "", None, []
+        for line in r:
+            line = line.decode().rstrip("\r\n")
+            if not line.startswith("data: "):
+                continue
+            payload = line[6:]
+            events.append(payload)
+            if payload == "[DONE]":
+                break
+            chunk = json.loads(payload)
+            for c in chunk["choices"]:
+                content += c["delta"].get("content") or ""
+                finish = c["finish_reason"] or finish
+            if on_chunk and on_chunk(chunk) is False:
+                break
+        conn.close()
+        return content, finish, events
+
+    def metric(self, name):
+        _, _, body = self.request("GET", "/metrics")
+        m = re.search(rf"^{name} (\S+)$", body.decode(), re.M)
+        return float(m.group(1)) if m else None
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            FAILURES.append("the server did not stop on SIGTERM")
+        check(self.proc.returncode == 0, f"the server exited with {self.proc.returncode} on SIGTERM")
+
+
+def chat(content, **kw):
+    return {"messages": [{"role": "user", "content": content}], "temperature": 0, **kw}
+
+
+def is_error_shape(status, data, want_status):
+    try:
+        e = json.loads(data)["error"]
+        return status == want_status and isinstance(e["message"], str) and {"type", "param", "code"} <= e.keys()
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+def suite_api():
+    model = synth_model("tiny.gguf")
+    s = Server(model, "-c", "1024", "--max-queue", "0", "--max-body", "4096", key="sekrit")
+    try:
+        st, _, data = s.request("GET", "/health", headers={})
+        check(st == 200 and json.loads(data) == {"status": "ok"}, f"/health: {st} {data}")
+        for auth in ({}, {"Authorization": "Bearer sekrix"}, {"Authorization": "Bearer sekrit2"}, {"Authorization": "sekrit"}):
+            st, h, data = s.post("/v1/chat/completions", chat("hi"), headers=auth)
+            check(is_error_shape(st, data, 401), f"bad key {auth}: {st} {data}")
+        st, _, data = s.post("/v1/chat/completions", chat("hi", max_tokens=3))
+        check(st == 200, f"good key: {st} {data}")
+        st, _, data = s.request("GET", "/nowhere")
+        check(is_error_shape(st, data, 404), f"404: {st} {data}")
+        st, _, data = s.post("/v1/chat/completions", "x" * 5000)
+        check(is_error_shape(st, data, 413), f"413: {st} {data}")
+        long_prompt = "a " * 1500
+        st, _, data = s.post("/v1/chat/completions", chat(long_prompt))
+        check(is_error_shape(st, data, 400) and "context holds 1024" in json.loads(data)["error"]["message"],
+              f"prompt too long: {st} {data}")
+        st, _, data = s.post("/v1/chat/completions", chat("hi", response_format={"type": "json_object"}))
+        check(is_error_shape(st, data, 400) and json.loads(data)["error"]["param"] == "response_format",
+              f"response_format: {st} {data}")
+        st, _, data = s.post("/tokenize", {"content": "hello"})
+        toks = json.loads(data)["tokens"]
+        st2, _, data2 = s.post("/detokenize", {"tokens": toks})
+        check(st == 200 and st2 == 200 and json.loads(data2)["content"] == "hello", f"tokenize round trip: {data} {data2}")
+
+        # --max-queue 0: while one request runs, the next is a 429 with Retry-After. The
+        # running one is a stream we leave after a few chunks: its job must stop (cancelled)
+        # rather than run to the end of the context.
+        seen = []
+        first = threading.Event()
+        leave = threading.Event()
+
+        def long_stream():
+            def on_chunk(_):
+                seen.append(1)
+                if len(seen) == 3:
+                    first.set()
+                    leave.wait(30)
+                    return False
+            s.stream(chat("go", max_tokens=100000, ignore_eos=True), on_chunk)
+
+        t = threading.Thread(target=long_stream)
+        t.start()
+        check(first.wait(30), "the long stream did not start")
+        st, h, data = s.post("/v1/chat/completions", chat("hi"))
+        check(is_error_shape(st, data, 429) and h.get("retry-after"), f"queue full: {st} {h} {data}")
+        leave.set()
+        t.join()
+        time.sleep(0.5)
+        before = s.metric("fucina_generated_tokens_total")
+        time.sleep(0.5)
+        after = s.metric("fucina_generated_tokens_total")
+        print(f"left stream: {before} tokens generated in all", flush=True)
+        check(before == after and before < 500, f"the left stream kept generating: {before} -> {after} tokens")
+        st, _, data = s.post("/v1/chat/completions", chat("hi", max_tokens=3))
+        check(st == 200, f"after the cancelled stream: {st} {data}")
+        st, _, data = s.request("GET", "/metrics")
+        text = data.decode()
+        for name in ("fucina_requests_total{status=\"429\"} 1", "fucina_generated_tokens_total", "fucina_queue_depth 0",
+                     "fucina_tokens_per_second"):
+            check(name in text, f"/metrics lacks {name}")
+        log = "".join(s.log)
+        check(re.search(r"POST /v1/chat/completions 429 0 tokens [0-9.]+ ms", log) is not None, "no log line for the 429")
+        check(re.search(r"POST /v1/chat/completions 200 3 tokens", log) is not None, "no log line with tokens")
+    finally:
+        s.stop()
+
+    # --timeout: a request that runs longer is a 503 with Retry-After.
+    s = Server(model, "-c", "4096", "--timeout", "0.3")
+    try:
+        st, h, data = s.post("/v1/chat/completions", chat("hi", max_tokens=100000, ignore_eos=True))
+        check(is_error_shape(st, data, 503) and json.loads(data)["error"]["code"] == "timeout" and h.get("retry-after"),
+              f"timeout: {st} {data}")
+        st, _, data = s.post("/v1/chat/completions", chat("hi", max_tokens=2))
+        check(st == 200, f"after a timeout: {st} {data}")
+    finally:
+        s.stop()
+
+
+def suite_concurrency():
+    s = Server(synth_model("tiny.gguf"), "-c", "1024", "--parallel", "4", "--max-queue", "32")
+    try:
+        prompts = [f"request {i}: " + "xyz"[i % 3] * (i % 7) for i in range(32)]
+        solo = [s.stream(chat(p, max_tokens=24))[0] for p in prompts]
+        results = [None] * 32
+
+        def one(i):
+            try:
+                results[i] = s.stream(chat(prompts[i], max_tokens=24))
+            except Exception as e:  # recorded, reported below
+                results[i] = ("error", repr(e), [])
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(32)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(240)
+        for i, r in enumerate(results):
+            check(r is not None and r[2] and r[2][-1] == "[DONE]", f"stream {i} did not finish: {r}")
+            check(r is not None and r[0] == solo[i], f"stream {i}: {r and r[0]!r} != solo {solo[i]!r}")
+        check(len(set(solo)) > 1, "the prompts all gave the same text: the test would not notice a mix-up")
+    finally:
+        s.stop()
+
+
+def raw_exchange(port, data, half=False, timeout=10.0):
+    """Sends raw bytes; returns the status (0: no status before the connection closed or
+    `timeout` passed). half: the client closes its side after sending (it gave up)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as c:
+        c.sendall(data)
+        if half:
+            c.shutdown(socket.SHUT_WR)
+        buf = b""
+        try:
+            while b"\r\n" not in buf:
+                got = c.recv(4096)
+                if not got:
+                    break
+                buf += got
+        except (ConnectionResetError, socket.timeout):
+            return 0
+        m = re.match(rb"HTTP/1\.[01] (\d{3})", buf)
+        return int(m.group(1)) if m else 0
+
+
+def malformed_bodies(rng):
+    good = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    good_text = json.dumps(good)
+    huge = ["1e999", "-1e999", "99999999999999999999999999", "18446744073709551616", "-9223372036854775809", "1e308"]
+    wrong = {"messages": ["x", 1, None, {}, [{"role": 1}], [{"role": "user", "content": {}}],
+                          [{"role": "user", "content": [{"type": "image_url"}]}], [{"content": "x"}]],
+             "max_tokens": ["10", 1.5, -1, 0, True, [], {}], "temperature": ["hot", -1, 1e9, [], {}],
+             "top_p": [0, 2, "x"], "top_k": [-1, 0.5, "x"], "min_p": [-0.1, 2, "x"], "n": [0, 17, "2"],
+             "seed": ["x", 1.5], "stop": [1, [1], {"a": 1}, [""]], "stream": ["yes", 1],
+             "stream_options": ["x", {"include_usage": "y"}], "logprobs": ["x", 3], "top_logprobs": [21, -1],
+             "presence_penalty": [3, "x"], "frequency_penalty": [-3, []], "tools": ["x", [1], [{"type": "function"}]],
+             "tool_choice": [1, "sometimes"], "response_format": ["json", {"type": "yaml"}, {"type": "json_object"}],
+             "model": [1, []]}
+    fields = list(wrong)
+    while True:
+        kind = rng.randrange(7)
+        if kind == 0:  # truncated JSON
+            yield good_text[: rng.randrange(len(good_text) - 1)].encode()
+        elif kind == 1:  # a wrong type or value
+            f = rng.choice(fields)
+            yield json.dumps({**good, f: rng.choice(wrong[f])}).encode()
+        elif kind == 2:  # a huge number
+            yield good_text.replace('"max_tokens": 2', '"max_tokens": ' + rng.choice(huge)).encode()
+        elif kind == 3:  # invalid UTF-8 inside a string
+            bad = bytes(rng.choice([0x80, 0xC0, 0xC1, 0xF5, 0xFE, 0xFF]) for _ in range(rng.randrange(1, 4)))
+            yield good_text.encode().replace(b"hi", b"h" + bad)
+        elif kind == 4:  # a missing field
+            yield rng.choice([b"{}", b'{"max_tokens": 2}', b'{"messages": [{"role": "user"}]}', b"null", b"[]"])
+        elif kind == 5:  # random bytes
+            yield bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200)))
+        else:  # deep nesting
+            d = rng.randrange(1, 5000)
+            yield b'{"messages": ' + b"[" * d + b"]" * d + b"}"
+
+
+def suite_malformed():
+    s = Server(synth_model("tiny.gguf"), "-c", "512", "--max-body", "65536")
+    rng = random.Random(21)
+    counts = {}
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+        bodies = malformed_bodies(rng)
+        n = 0
+        for _ in range(9000):  # well-framed HTTP, bad bodies, on one kept-alive connection
+            path = rng.choice(["/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"])
+            body = next(bodies)
+            conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+            r = conn.getresponse()
+            data = r.read()
+            counts[r.status] = counts.get(r.status, 0) + 1
+            # /v1/completions needs "prompt", so every body above is a 4xx there too.
+            if not (400 <= r.status < 500 and is_error_shape(r.status, data, r.status)):
+                check(False, f"{path} {body[:80]!r}: {r.status} {data[:200]!r}")
+                break
+            n += 1
+        conn.close()
+        # Whole requests the HTTP layer refuses, answered at once.
+        whole = [
+            lambda: bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300))) + b"\r\n\r\n",  # random bytes
+            lambda: b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\n\r\n",
+            lambda: b"POST /tokenize HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            lambda: b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 5\r\n\r\n\xff\xfe{[\x00",
+        ]
+        # Half-sent requests (the body or the headers never finish).
+        partial = [
+            lambda: b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{\"messages\":",
+            lambda: b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Le",
+            lambda: b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+            lambda: b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n",
+        ]
+        for i in range(1200):
+            if i % 2 == 0:
+                st = raw_exchange(s.port, whole[(i // 2) % len(whole)]())
+                ok = 400 <= st < 500
+            elif i % 60 == 1:  # the client waits a little, then leaves without closing its side first
+                st = raw_exchange(s.port, partial[(i // 2) % len(partial)](), timeout=0.2)
+                ok = st == 0 or 400 <= st < 500
+            else:  # the client closes its side: the server must drop the request, not answer 2xx or hang
+                st = raw_exchange(s.port, partial[(i // 2) % len(partial)](), half=True)
+                ok = st == 0 or 400 <= st < 500
+            counts[st] = counts.get(st, 0) + 1
+            if not ok:
+                check(False, f"raw request {i}: status {st}")
+                break
+            n += 1
+        check(n >= 10000, f"only {n} malformed requests were answered as they should")
+        check(s.proc.poll() is None, "the server died")
+        st, _, data = s.post("/v1/chat/completions", chat("hi", max_tokens=4))
+        check(st == 200 and json.loads(data)["usage"]["completion_tokens"] == 4, f"valid request afterwards: {st} {data}")
+        print(f"malformed: {n} requests, statuses {dict(sorted(counts.items()))}", flush=True)
+    finally:
+        s.stop()
+
+
+def main():
+    {"api": suite_api, "concurrency": suite_concurrency, "malformed": suite_malformed}[SUITE]()
+    if FAILURES:
+        print(f"{len(FAILURES)} failure(s)")
+        return 1
+    print(f"{SUITE}: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
