@@ -194,6 +194,12 @@ void apply_lora(Context& ctx, ModelWeights& w, const LoraAdapter& adapter, float
                adapter.matrices.size(), used);
 }
 
+void apply_lora_file(Context& ctx, Model& model, const std::filesystem::path& adapter, float user_scale) {
+  const LoraAdapter a = read_lora(adapter);
+  check_lora_matches(a, model.file());
+  apply_lora(ctx, model.mutable_weights(), a, user_scale);
+}
+
 LoraAdapter lora_adapter_of(std::span<const Trainable> params, const std::string& arch, float alpha) {
   LoraAdapter out;
   out.arch = arch;

@@ -204,6 +204,12 @@ void read_response_format(const json& body, CompletionRequest& r) {
   else if (t == "json_object") r.response_format = ResponseFormat::JsonObject;
   else if (t == "json_schema") r.response_format = ResponseFormat::JsonSchema;
   else bad("response_format.type", "must be \"text\", \"json_object\" or \"json_schema\"");
+  if (r.response_format == ResponseFormat::JsonSchema) {
+    const json* js = field(*v, "json_schema");
+    if (!js || !js->is_object()) bad("response_format.json_schema", "must be an object with a \"schema\"");
+    const json* schema = field(*js, "schema");
+    if (!schema || !schema->is_object()) bad("response_format.json_schema.schema", "must be a JSON Schema object");
+  }
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 #include "fucina/core/error.hpp"
 #include "fucina/generate/chat.hpp"
+#include "fucina/grammar/json_schema.hpp"
 #include "fucina/serve/protocol.hpp"
 
 namespace fucina::serve {
@@ -152,15 +153,21 @@ struct Server::Impl {
 
 namespace {
 
-// Hook for constrained decoding (issue 22): when grammars land, a json_object/json_schema
-// response_format or a required tool_choice becomes a grammar on the Job here.
-void require_unconstrained(const CompletionRequest& r) {
-  if (r.response_format != ResponseFormat::Text)
-    throw ApiError(400, "response_format json_object/json_schema needs constrained decoding, which is not available yet",
-                   "response_format", "unsupported");
+// The grammar a response_format asks for (docs/GRAMMAR.md): json_object any JSON object,
+// json_schema its schema (read from the raw body, so properties keep their order); null for
+// text. A schema the converter refuses is a 400 naming it.
+std::shared_ptr<const grammar::Grammar> constraint_of(const CompletionRequest& r, std::string_view body) {
   if (r.tool_choice == ToolChoice::Required)
-    throw ApiError(400, "tool_choice \"required\" or a named function needs constrained decoding, which is not available yet",
-                   "tool_choice", "unsupported");
+    throw ApiError(400, "tool_choice \"required\" or a named function is not supported yet", "tool_choice", "unsupported");
+  if (r.response_format == ResponseFormat::JsonObject)
+    return std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(grammar::any_json_gbnf(/*object_only=*/true)));
+  if (r.response_format != ResponseFormat::JsonSchema) return nullptr;
+  const auto schema = nlohmann::ordered_json::parse(body).at("response_format").at("json_schema").at("schema");
+  try {
+    return std::make_shared<const grammar::Grammar>(grammar::from_json_schema(schema));
+  } catch (const Error& e) {
+    throw ApiError(400, fmt::format("response_format.json_schema.schema: {}", e.what()), "response_format", "invalid_value");
+  }
 }
 
 }  // namespace
@@ -205,7 +212,7 @@ Choice Server::Impl::final_choice(const CompletionRequest& r, const Backend& b, 
 void Server::Impl::complete(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
   const auto b = ready();
   const CompletionRequest r = parse_request(endpoint, parse_body(req.body));
-  require_unconstrained(r);
+  const auto constraint = constraint_of(r, req.body);
   auto prompt = prompt_of(*b, r);
   const auto prompt_tokens = static_cast<std::int64_t>(prompt.size());
   const std::uint64_t seed = r.seed ? *r.seed : std::random_device{}();
@@ -223,6 +230,7 @@ void Server::Impl::complete(Endpoint endpoint, const httplib::Request& req, http
                               .stops = r.stops,
                               .ignore_eos = r.ignore_eos,
                               .cancel = &ex->cancel,
+                              .grammar = constraint,
                               .on_step = [ex, &slot, tok, logprobs, ignore_eos, top](const generate::Step& step) {
                                 std::optional<TokenLogprob> lp;
                                 if (logprobs && step.token != tokenizer::null_token && !step.logits.empty() &&

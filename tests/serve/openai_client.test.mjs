@@ -177,11 +177,24 @@ test('bad JSON and wrong types are 400s the client reports', async () => {
     assert.equal(e.param, 'temperature');
     return true;
   });
-  await assert.rejects(client.chat.completions.create({ model: 'tiny.gguf', messages, response_format: { type: 'json_object' } }), (e) => {
+  await assert.rejects(client.chat.completions.create({ model: 'tiny.gguf', messages, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: 5 } } }), (e) => {
     assert.equal(e.status, 400);
-    assert.match(e.message, /constrained decoding/);
+    assert.match(e.param, /^response_format/);
     return true;
   });
+});
+
+test('response_format json_schema constrains a random model to the schema', async () => {
+  const schema = { type: 'object', properties: { ok: { type: 'boolean' }, n: { type: 'integer', minimum: 0, maximum: 9 } }, required: ['ok', 'n'], additionalProperties: false };
+  for (const seed of [1, 2, 3]) {
+    const r = await client.chat.completions.create({ model: 'tiny.gguf', messages, temperature: 1, seed, max_tokens: 64,
+      response_format: { type: 'json_schema', json_schema: { name: 'answer', schema, strict: true } } });
+    assert.equal(r.choices[0].finish_reason, 'stop', r.choices[0].message.content);
+    const v = JSON.parse(r.choices[0].message.content);
+    assert.deepEqual(Object.keys(v), ['ok', 'n']);
+    assert.equal(typeof v.ok, 'boolean');
+    assert.ok(Number.isInteger(v.n) && v.n >= 0 && v.n <= 9, r.choices[0].message.content);
+  }
 });
 
 test('a bad API key is a 401', async () => {

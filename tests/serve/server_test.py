@@ -151,8 +151,8 @@ def suite_api():
         st, _, data = s.post("/v1/chat/completions", chat(long_prompt))
         check(is_error_shape(st, data, 400) and "context holds 1024" in json.loads(data)["error"]["message"],
               f"prompt too long: {st} {data}")
-        st, _, data = s.post("/v1/chat/completions", chat("hi", response_format={"type": "json_object"}))
-        check(is_error_shape(st, data, 400) and json.loads(data)["error"]["param"] == "response_format",
+        st, _, data = s.post("/v1/chat/completions", chat("hi", response_format={"type": "json_schema"}))
+        check(is_error_shape(st, data, 400) and json.loads(data)["error"]["param"].startswith("response_format"),
               f"response_format: {st} {data}")
         st, _, data = s.post("/tokenize", {"content": "hello"})
         toks = json.loads(data)["tokens"]
@@ -270,7 +270,8 @@ def malformed_bodies(rng):
              "seed": ["x", 1.5], "stop": [1, [1], {"a": 1}, [""]], "stream": ["yes", 1],
              "stream_options": ["x", {"include_usage": "y"}], "logprobs": ["x", 3], "top_logprobs": [21, -1],
              "presence_penalty": [3, "x"], "frequency_penalty": [-3, []], "tools": ["x", [1], [{"type": "function"}]],
-             "tool_choice": [1, "sometimes"], "response_format": ["json", {"type": "yaml"}, {"type": "json_object"}],
+             "tool_choice": [1, "sometimes"], "response_format": ["json", {"type": "yaml"}, {"type": "json_schema"},
+                                 {"type": "json_schema", "json_schema": {"schema": []}}],
              "model": [1, []]}
     fields = list(wrong)
     while True:
@@ -353,8 +354,31 @@ def suite_malformed():
         s.stop()
 
 
+def suite_lora():
+    """--lora applies an adapter as `fucina run --lora` does (a random one: B is not zero)."""
+    base = synth_model("lora-base.gguf")
+    adapter = os.path.join(WORK, "adapter.gguf")
+    subprocess.run([FUCINA, "synth", adapter, "--lora-for", base, "--lora-targets", "q,k,v,o,gate,up,down", "--seed", "5"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    prompt = "The adapter changes"
+
+    def run(*flags):
+        return subprocess.run([FUCINA, "run", base, "-p", prompt, "--temp", "0", "-n", "24", "-t", "1", *flags],
+                              check=True, capture_output=True).stdout.decode("utf-8", "replace")
+
+    want, plain = run("--lora", adapter), run()
+    check(want != plain, "the adapter changed nothing: the test would not notice it being ignored")
+    s = Server(base, "--lora", adapter, "-c", "256")
+    try:
+        st, _, data = s.post("/v1/completions", {"prompt": prompt, "max_tokens": 24, "temperature": 0})
+        got = json.loads(data)["choices"][0]["text"] if st == 200 else None
+        check(got == want, f"serve --lora {got!r} != run --lora {want!r}")
+    finally:
+        s.stop()
+
+
 def main():
-    {"api": suite_api, "concurrency": suite_concurrency, "malformed": suite_malformed}[SUITE]()
+    {"api": suite_api, "lora": suite_lora, "concurrency": suite_concurrency, "malformed": suite_malformed}[SUITE]()
     if FAILURES:
         print(f"{len(FAILURES)} failure(s)")
         return 1

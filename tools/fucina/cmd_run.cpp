@@ -297,11 +297,8 @@ int run_main(std::span<char* const> args) {
   const auto t_load = clock_type::now();
   fucina::Context ctx({.threads = o.threads});  // before the model: it holds the adapters ctx allocates
   auto model = fucina::model::Model::load(o.model, o.load);
-  for (const auto& [path, scale] : o.loras) {
-    const auto adapter = fucina::model::read_lora(path);
-    fucina::model::check_lora_matches(adapter, model.file());
-    fucina::model::apply_lora(ctx, model.mutable_weights(), adapter, std::isnan(scale) ? o.lora_scale : scale);
-  }
+  for (const auto& [path, scale] : o.loras)
+    fucina::model::apply_lora_file(ctx, model, path, std::isnan(scale) ? o.lora_scale : scale);
   const tk::Tokenizer tok(tk::load_tokenizer_data(model.file()));
   const auto& cfg = model.config();
   const std::int64_t n_ctx = o.ctx > 0 ? o.ctx : cfg.n_ctx_train;

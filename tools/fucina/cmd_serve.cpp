@@ -9,12 +9,15 @@
 #include <pthread.h>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "args.hpp"
 #include "command.hpp"
 #include "fucina/core/error.hpp"
 #include "fucina/generate/chat.hpp"
 #include "fucina/model/model.hpp"
+#include "fucina/model/trainable.hpp"
 #include "fucina/serve/engine.hpp"
 #include "fucina/serve/server.hpp"
 #include "fucina/tokenizer/tokenizer.hpp"
@@ -41,7 +44,8 @@ constexpr std::string_view usage =
     "  --chat-template-file F   Jinja chat template to use instead of the model's\n"
     "  --alias NAME             model id in /v1/models and responses (default: file name)\n"
     "  --max-body BYTES         largest request body (default 8388608; more is a 413)\n"
-    "  --lora ADAPTER.gguf      LoRA adapter (not supported yet: refused)\n"
+    "  --lora ADAPTER.gguf      apply a LoRA adapter (llama.cpp's GGUF format), unmerged (repeatable)\n"
+    "  --lora-scaled FILE S     apply an adapter with user scale S (repeatable)\n"
     "  --fast-prefill           quantized prompts through the f32 GEMM: faster, not bit-exact\n"
     "  --no-repack              use the weights in the mapped file as they are\n";
 
@@ -50,6 +54,7 @@ struct Options {
   fucina::serve::ServerOptions server;
   fucina::serve::EngineOptions engine;
   fucina::model::LoadOptions load;
+  std::vector<std::pair<std::string, float>> loras;  // adapter, user scale
   int threads = 0;
 };
 
@@ -73,7 +78,11 @@ Options parse(std::span<char* const> args) {
     else if (a == "--chat-template-file") o.chat_template_file = value();
     else if (a == "--alias") o.alias = value();
     else if (a == "--max-body") o.server.max_body = parse_num<std::size_t>(a, value());
-    else if (a == "--lora") throw UsageError{"--lora: LoRA adapters are not supported by fucina serve yet"};
+    else if (a == "--lora") o.loras.emplace_back(value(), 1.f);
+    else if (a == "--lora-scaled") {
+      std::string file = value();
+      o.loras.emplace_back(std::move(file), parse_num<float>(a, value()));
+    }
     else if (a == "-m" || a == "--model") o.model = value();
     else if (fucina::cli::parse_load_flag(a, o.load)) {}
     else if (a.size() > 1 && a[0] == '-') throw UsageError{fmt::format("unknown option '{}' (see fucina serve --help)", a)};
@@ -128,9 +137,10 @@ int serve_main(std::span<char* const> args) {
   }).detach();
 
   try {
-    const auto model = fucina::model::Model::load(o.model, o.load);
+    fucina::Context ctx({.threads = o.threads});  // before the model: it holds the adapters ctx allocates
+    auto model = fucina::model::Model::load(o.model, o.load);
+    for (const auto& [path, scale] : o.loras) fucina::model::apply_lora_file(ctx, model, path, scale);
     const fucina::tokenizer::Tokenizer tok(fucina::tokenizer::load_tokenizer_data(model.file()));
-    fucina::Context ctx({.threads = o.threads});
     fucina::serve::SerialEngine engine(model, tok, ctx, o.engine);
     const auto& cfg = model.config();
     const std::string id = !o.alias.empty() ? o.alias : std::filesystem::path(o.model).filename().string();

@@ -13,6 +13,7 @@
 #include "fucina/autograd/node.hpp"
 #include "fucina/gguf/reader.hpp"
 #include "fucina/model/lora.hpp"
+#include "fucina/model/model.hpp"
 #include "fucina/model/weights.hpp"
 #include "fucina/optim/param.hpp"
 
@@ -55,6 +56,9 @@ std::vector<Trainable> make_trainable(Context& ctx, ModelWeights& w, const Model
 // user_scale as llama.cpp's --lora-scaled (Note [LoRA adapter GGUF]). InvalidFile when a
 // target is not a matrix this model adapts.
 void apply_lora(Context& ctx, ModelWeights& w, const LoraAdapter& adapter, float user_scale = 1.f);
+// read_lora + check_lora_matches + apply_lora: what `--lora FILE` / `--lora-scaled FILE S` do
+// (ctx must outlive the model, which holds the factors).
+void apply_lora_file(Context& ctx, Model& model, const std::filesystem::path& adapter, float user_scale = 1.f);
 
 // The trained factors of attach_lora() as an adapter (rank and alpha from the spec).
 LoraAdapter lora_adapter_of(std::span<const Trainable> params, const std::string& arch, float alpha);
