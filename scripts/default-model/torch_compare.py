@@ -13,12 +13,14 @@ import json
 import math
 import os
 import re
-import struct
 import subprocess
 import sys
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from gguf_read import read_gguf  # noqa: E402
 
 CTX, BATCH, LR, WD, WARMUP, CLIP, SEED = 256, 16, 2e-3, 0.1, 100, 1.0, 1
 MASK = (1 << 64) - 1
@@ -44,55 +46,16 @@ def epoch_order(n, seed, epoch):  # src/train/finetune.cpp
     return p
 
 
-def read_gguf(path):
-    """The metadata scalars and the f32 tensors of a GGUF v3 file."""
+def read_f32_tensors(path):
+    """The metadata and the f32 tensors of a GGUF file (scripts/gguf_read.py)."""
     data = open(path, "rb").read()
-    off = 0
-
-    def take(fmt):
-        nonlocal off
-        v = struct.unpack_from("<" + fmt, data, off)
-        off += struct.calcsize("<" + fmt)
-        return v[0]
-
-    def string():
-        nonlocal off
-        n = take("Q")
-        s = data[off: off + n].decode("utf-8", "replace")
-        off += n
-        return s
-
-    scalar = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-
-    def value(t):
-        if t in scalar:
-            return take(scalar[t])
-        if t == 8:
-            return string()
-        et, n = take("I"), take("Q")
-        return [value(et) for _ in range(n)]
-
-    assert data[:4] == b"GGUF"
-    off = 4
-    take("I")
-    n_tensors, n_kv = take("Q"), take("Q")
-    kv = {}
-    for _ in range(n_kv):
-        k = string()
-        kv[k] = value(take("I"))
-    infos = []
-    for _ in range(n_tensors):
-        name = string()
-        dims = [take("Q") for _ in range(take("I"))]
-        infos.append((name, dims, take("I"), take("Q")))
-    align = kv.get("general.alignment", 32)
-    base = (off + align - 1) // align * align
+    kv, infos = read_gguf(data)
     tensors = {}
-    for name, dims, typ, o in infos:
-        assert typ == 0, f"{name}: only f32 tensors are read"
-        n = math.prod(dims)
-        t = torch.frombuffer(bytearray(data[base + o: base + o + 4 * n]), dtype=torch.float32)
-        tensors[name] = t.reshape(list(reversed(dims))).clone()
+    for t in infos:
+        assert t.type == 0, f"{t.name}: only f32 tensors are read"
+        n = math.prod(t.ne)
+        tensors[t.name] = torch.frombuffer(bytearray(data[t.offset: t.offset + 4 * n]), dtype=torch.float32).reshape(
+            list(reversed(t.ne))).clone()
     return kv, tensors
 
 
@@ -175,7 +138,7 @@ def main():
     fucina_val = float(re.findall(r"val loss ([0-9.]+)", log)[-1])
     os.remove(out)
 
-    kv, t = read_gguf(os.path.join(work, "init.gguf"))
+    kv, t = read_f32_tensors(os.path.join(work, "init.gguf"))
     model = Llama(kv, t)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=WD)
     warm = min(WARMUP, steps)
