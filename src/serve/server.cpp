@@ -153,12 +153,49 @@ struct Server::Impl {
 
 namespace {
 
-// The grammar a response_format asks for (docs/GRAMMAR.md): json_object any JSON object,
-// json_schema its schema (read from the raw body, so properties keep their order); null for
-// text. A schema the converter refuses is a 400 naming it.
-std::shared_ptr<const grammar::Grammar> constraint_of(const CompletionRequest& r, std::string_view body) {
-  if (r.tool_choice == ToolChoice::Required)
-    throw ApiError(400, "tool_choice \"required\" or a named function is not supported yet", "tool_choice", "unsupported");
+// tool_choice "required" (or a named function) as a grammar: one call to one of the tools
+// (or the named one), its arguments constrained to the tool's parameter schema, in the
+// syntax of the template (Hermes/Qwen3 <tool_call> ... </tool_call>, or Llama 3's bare JSON
+// with "parameters"), which parse_tool_calls reads back.
+std::shared_ptr<const grammar::Grammar> tool_call_grammar(const nlohmann::ordered_json& body, ToolCallFormat format) {
+  std::string only;
+  if (const auto& c = body.at("tool_choice"); c.is_object()) only = c.at("function").at("name").get<std::string>();
+  const char* args_key = format == ToolCallFormat::Llama3 ? "parameters" : "arguments";
+  nlohmann::ordered_json calls = nlohmann::ordered_json::array();
+  for (const auto& t : body.at("tools")) {
+    const auto& f = t.at("function");
+    const std::string name = f.at("name").get<std::string>();
+    if (!only.empty() && name != only) continue;
+    nlohmann::ordered_json params = f.contains("parameters") && f.at("parameters").is_object()
+                                        ? f.at("parameters")
+                                        : nlohmann::ordered_json{{"type", "object"}};
+    calls.push_back({{"type", "object"},
+                     {"properties", {{"name", {{"const", name}}}, {args_key, params}}},
+                     {"required", {"name", args_key}},
+                     {"additionalProperties", false}});
+  }
+  if (calls.empty()) throw ApiError(400, fmt::format("tool_choice names '{}', which is not in tools", only), "tool_choice", "invalid_value");
+  const nlohmann::ordered_json schema = calls.size() == 1 ? calls[0] : nlohmann::ordered_json{{"anyOf", calls}};
+  try {
+    std::string gbnf = grammar::json_schema_to_gbnf(schema);
+    if (format == ToolCallFormat::Llama3) return std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(gbnf));
+    gbnf += "\ntool-call ::= \"<tool_call>\\n\" root \"\\n</tool_call>\"\n";
+    return std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(gbnf, "tool-call"));
+  } catch (const Error& e) {
+    throw ApiError(400, fmt::format("a tool's parameters: {}", e.what()), "tools", "invalid_value");
+  }
+}
+
+// The grammar a request asks for (docs/GRAMMAR.md): response_format json_object any JSON
+// object, json_schema its schema (read from the raw body, so properties keep their order),
+// tool_choice "required" a tool call; null for none. A schema the converter refuses is a
+// 400 naming it.
+std::shared_ptr<const grammar::Grammar> constraint_of(const CompletionRequest& r, std::string_view body,
+                                                      ToolCallFormat format) {
+  if (r.tool_choice == ToolChoice::Required) {
+    if (r.tools_json.empty()) throw ApiError(400, "tool_choice \"required\" needs tools", "tool_choice", "invalid_value");
+    return tool_call_grammar(nlohmann::ordered_json::parse(body), format);
+  }
   if (r.response_format == ResponseFormat::JsonObject)
     return std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(grammar::any_json_gbnf(/*object_only=*/true)));
   if (r.response_format != ResponseFormat::JsonSchema) return nullptr;
@@ -212,7 +249,7 @@ Choice Server::Impl::final_choice(const CompletionRequest& r, const Backend& b, 
 void Server::Impl::complete(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
   const auto b = ready();
   const CompletionRequest r = parse_request(endpoint, parse_body(req.body));
-  const auto constraint = constraint_of(r, req.body);
+  const auto constraint = constraint_of(r, req.body, tool_call_format_of(b->chat_template));
   auto prompt = prompt_of(*b, r);
   const auto prompt_tokens = static_cast<std::int64_t>(prompt.size());
   const std::uint64_t seed = r.seed ? *r.seed : std::random_device{}();

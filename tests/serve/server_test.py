@@ -354,6 +354,33 @@ def suite_malformed():
         s.stop()
 
 
+def suite_tools():
+    """tool_choice "required" / a named function: the reply is a call, its arguments fit the schema."""
+    s = Server(synth_model("tiny.gguf"), "-c", "1024")
+    try:
+        weather = {"type": "function", "function": {"name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+                                             "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+            "required": ["city", "days"], "additionalProperties": False}}}
+        clock = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}
+        for seed in range(3):  # a random model, constrained: always a well-formed call
+            st, _, data = s.post("/v1/chat/completions", chat("weather?", temperature=1, seed=seed, max_tokens=400,
+                                                               tools=[weather, clock], tool_choice="required"))
+            choice = json.loads(data)["choices"][0] if st == 200 else {}
+            calls = choice.get("message", {}).get("tool_calls") or []
+            check(choice.get("finish_reason") == "tool_calls" and len(calls) == 1, f"required tool call {seed}: {st} {data}")
+            if calls and calls[0]["function"]["name"] == "get_weather":
+                a = json.loads(calls[0]["function"]["arguments"])
+                check(set(a) == {"city", "days"} and isinstance(a["city"], str) and len(a["city"]) <= 12
+                      and 1 <= a["days"] <= 7, f"arguments off the schema: {a}")
+        st, _, data = s.post("/v1/chat/completions", chat("time?", temperature=1, seed=4, max_tokens=400, tools=[weather, clock],
+                                                           tool_choice={"type": "function", "function": {"name": "get_time"}}))
+        calls = json.loads(data)["choices"][0]["message"].get("tool_calls") if st == 200 else None
+        check(calls and calls[0]["function"]["name"] == "get_time", f"named tool_choice: {st} {data}")
+    finally:
+        s.stop()
+
+
 def suite_lora():
     """--lora applies an adapter as `fucina run --lora` does (a random one: B is not zero)."""
     base = synth_model("lora-base.gguf")
@@ -378,7 +405,7 @@ def suite_lora():
 
 
 def main():
-    {"api": suite_api, "lora": suite_lora, "concurrency": suite_concurrency, "malformed": suite_malformed}[SUITE]()
+    {"api": suite_api, "tools": suite_tools, "lora": suite_lora, "concurrency": suite_concurrency, "malformed": suite_malformed}[SUITE]()
     if FAILURES:
         print(f"{len(FAILURES)} failure(s)")
         return 1
