@@ -10,8 +10,15 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
 #include "fucina/generate/batch_generator.hpp"
 #include "fucina/model/synth.hpp"
+#include "support/run_cli.hpp"
 
 namespace {
 
@@ -139,6 +146,54 @@ TEST_F(BatchGeneratorTest, BadRequestsAreClearErrors) {
   EXPECT_THROW(b.add({}, {}), Error);
   EXPECT_THROW(b.add(ids("a prompt longer than eight tokens"), {}), Error);
   EXPECT_THROW(BatchGenerator(*model_, *tok_, ctx_, {.n_parallel = 4, .n_ctx = 8, .n_batch = 2}), Error);
+}
+
+// `fucina run -f FILE --parallel N` prints, labelled or as JSON lines in file order, what
+// each prompt prints alone; bad flag combinations are one-line usage errors.
+TEST_F(BatchGeneratorTest, CliParallelPrintsWhatEachPromptPrintsAlone) {
+  FUCINA_REQUIRE_CLI();
+  const std::vector<std::string> prompts = {kPrompts[0], kPrompts[1], kPrompts[2], kPrompts[6]};  // one line each
+  const auto file = dir_ / "prompts.txt";
+  {
+    std::ofstream f(file);
+    for (const auto& p : prompts) f << p << "\n\n";  // blank lines are skipped
+  }
+  std::vector<Result> alone;
+  for (const auto& p : prompts) {
+    alone.push_back(solo(p, {.max_tokens = 15, .ignore_eos = true}, 0));
+    ASSERT_FALSE(alone.back().text.empty());
+  }
+  const std::string common = fmt::format("run '{}' -f '{}' -n 15 --temp 0 --ignore-eos -t 2 --parallel 3", (dir_ / "m.gguf").string(),
+                                         file.string());
+  const auto jsonl = test::run_fucina(common + " --jsonl", test::Capture::Stdout);
+  ASSERT_EQ(jsonl.status, 0) << jsonl.output;
+  std::istringstream lines(jsonl.output);
+  std::size_t n = 0;
+  for (std::string line; std::getline(lines, line); ++n) {
+    ASSERT_LT(n, prompts.size());
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j.at("index"), n);
+    EXPECT_EQ(j.at("prompt"), prompts[n]);
+    // JSON strings are UTF-8: this random model's invalid bytes print as U+FFFD.
+    const auto text = nlohmann::json(alone[n].text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    EXPECT_EQ(j.at("text"), nlohmann::json::parse(text)) << n;
+    EXPECT_EQ(j.at("tokens"), 15);
+    EXPECT_EQ(j.at("stop"), "length");
+  }
+  EXPECT_EQ(n, prompts.size());
+
+  const auto labelled = test::run_fucina(common, test::Capture::Stdout);
+  ASSERT_EQ(labelled.status, 0) << labelled.output;
+  std::string want;
+  for (std::size_t i = 0; i < prompts.size(); ++i) want += fmt::format("--- [{}] {}\n{}\n", i + 1, prompts[i], alone[i].text);
+  EXPECT_EQ(labelled.output, want);
+
+  const std::string model = fmt::format("run '{}' ", (dir_ / "m.gguf").string());
+  for (const std::string& bad : std::vector<std::string>{"-p hi --parallel 2", "-f '" + file.string() + "' --parallel 0", "-f '" + file.string() + "' --jsonl"}) {
+    const auto r = test::run_fucina(model + bad, test::Capture::Stderr);
+    EXPECT_EQ(r.status, 2) << bad;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << bad << ": " << r.output;
+  }
 }
 
 }  // namespace
