@@ -29,7 +29,7 @@ namespace fucina::generate {
 struct BatchOptions {
   std::int64_t n_parallel = 8;  // sequences running at once
   std::int64_t n_ctx = 0;       // per sequence; <= 0: the model's training context
-  std::int64_t n_kv = 0;        // KV positions shared by all sequences; <= 0: n_parallel · n_ctx
+  std::int64_t n_kv = 0;        // KV positions shared by all sequences; <= 0: n_parallel contexts
   std::int64_t n_batch = 512;   // tokens per step (>= n_parallel)
   DType kv_type = DType::f16;
   sample::SamplerConfig sampling{};  // for requests without their own

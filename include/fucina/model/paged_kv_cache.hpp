@@ -29,9 +29,14 @@ class PagedKvCache {
  public:
   using Rows = KvCache::Rows;
 
+  static constexpr std::int64_t default_block_size = 32;
   // n_tokens: the budget, in positions, shared by all sequences (rounded up to whole blocks).
   PagedKvCache(Context& ctx, const ModelConfig& config, std::int64_t n_tokens, std::int64_t n_ctx,
-               DType dtype = DType::f16, std::int64_t block_size = 32);
+               DType dtype = DType::f16, std::int64_t block_size = default_block_size);
+  // The budget that holds n_seqs sequences of n positions each at once (whole blocks each).
+  static std::int64_t budget_for(std::int64_t n_seqs, std::int64_t n, std::int64_t block_size = default_block_size) {
+    return n_seqs * ((n + block_size - 1) / block_size * block_size);
+  }
 
   std::int64_t capacity() const { return n_ctx_; }  // per sequence
   std::int64_t block_size() const { return block_size_; }
