@@ -4,7 +4,6 @@
 // request keeps its own stop reason, stop strings and step callback; a full context ends
 // only its sequence; finished sequences give their cache blocks back.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -17,8 +16,8 @@
 #include <sstream>
 
 #include "fucina/generate/batch_generator.hpp"
-#include "fucina/model/synth.hpp"
 #include "support/run_cli.hpp"
+#include "support/tiny_model_test.hpp"
 
 namespace {
 
@@ -28,37 +27,13 @@ using generate::Request;
 using generate::Result;
 using generate::StopReason;
 
-class BatchGeneratorTest : public ::testing::Test {
+class BatchGeneratorTest : public test::TinyModelTest {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = std::filesystem::temp_directory_path() / ("fucina_batch_generate_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
-    model::SynthSpec spec;  // qwen3, 64 wide, 2 layers, built-in SPM vocabulary
-    spec.n_ff = 128;
-    spec.n_ctx = 1024;
-    spec.seed = 4;
-    model::write_synthetic_model(dir_ / "m.gguf", spec);
-    model_ = new model::Model(model::Model::load(dir_ / "m.gguf"));
-    tok_ = new tokenizer::Tokenizer(tokenizer::load_tokenizer_data(model_->file()));
-  }
-  static void TearDownTestSuite() {
-    delete tok_;
-    delete model_;
-    std::filesystem::remove_all(dir_);
-  }
-  static sample::SamplerConfig greedy() { return {.temperature = 0.f}; }
-  std::vector<tokenizer::TokenId> ids(const std::string& text) const { return tok_->encode(text, {.add_special = true}); }
-
   Result solo(const std::string& prompt, const Request& request, std::int64_t n_ctx = 256) {
     generate::Generator g(*model_, *tok_, ctx_, {.n_ctx = n_ctx, .sampling = greedy()});
     g.feed_prompt(ids(prompt));
     return g.generate(request);
   }
-
-  Context ctx_{{.threads = 2}};
-  static inline std::filesystem::path dir_;
-  static inline model::Model* model_ = nullptr;
-  static inline tokenizer::Tokenizer* tok_ = nullptr;
 };
 
 // Prompts of 2 to ~90 tokens, each with its own length so they finish at different steps.
@@ -163,7 +138,7 @@ TEST_F(BatchGeneratorTest, CliParallelPrintsWhatEachPromptPrintsAlone) {
     alone.push_back(solo(p, {.max_tokens = 15, .ignore_eos = true}, 0));
     ASSERT_FALSE(alone.back().text.empty());
   }
-  const std::string common = fmt::format("run '{}' -f '{}' -n 15 --temp 0 --ignore-eos -t 2 --parallel 3", (dir_ / "m.gguf").string(),
+  const std::string common = fmt::format("run '{}' -f '{}' -n 15 --temp 0 --ignore-eos -t 2 --parallel 3", path().string(),
                                          file.string());
   const auto jsonl = test::run_fucina(common + " --jsonl", test::Capture::Stdout);
   ASSERT_EQ(jsonl.status, 0) << jsonl.output;
@@ -188,7 +163,7 @@ TEST_F(BatchGeneratorTest, CliParallelPrintsWhatEachPromptPrintsAlone) {
   for (std::size_t i = 0; i < prompts.size(); ++i) want += fmt::format("--- [{}] {}\n{}\n", i + 1, prompts[i], alone[i].text);
   EXPECT_EQ(labelled.output, want);
 
-  const std::string model = fmt::format("run '{}' ", (dir_ / "m.gguf").string());
+  const std::string model = fmt::format("run '{}' ", path().string());
   for (const std::string& bad : std::vector<std::string>{"-p hi --parallel 2", "-f '" + file.string() + "' --parallel 0", "-f '" + file.string() + "' --jsonl"}) {
     const auto r = test::run_fucina(model + bad, test::Capture::Stderr);
     EXPECT_EQ(r.status, 2) << bad;

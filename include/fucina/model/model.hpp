@@ -20,13 +20,15 @@
 // products take any number of rows; MoE groups the rows routed to each expert). Per-row
 // work (norms, RoPE at each row's position) is row-independent, and attention runs per
 // sequence over its own keys with the kernel its solo forward() of the same chunk picks
-// (attention.hpp), so a sequence's attention is bit-identical to running it alone. What
+// (attention.hpp): a sequence's attention takes the arithmetic of running it alone. What
 // differs is the order of the weight products' sums: ggml (and so Fucina) sums one row
 // with vec_dot and several with tinyBLAS tiles (weights.hpp linear_ggml), so a decode row
 // batched with others takes the tiled order where its solo run took the vec order. Logits
-// then differ in the last bits: ~1e-6 with f32 weights; f16/bf16/quantized weights round
-// the activations to the weights' dot type, where one ulp of a sum can flip a rounding
-// (measured in tests/model/batch_forward_test.cpp); greedy outputs stay the same.
+// then differ in the last bits, and an f16 KV cache or f16 activations (f16 weights) can
+// turn one ulp into one f16 rounding: measured over 8 staggered sequences
+// (tests/model/batch_forward_test.cpp) 1.4e-6 with f32 weights and an f32 cache, 2e-4 to
+// 4e-3 with an f16 cache, 0 for Q8_0/Q4_K (their products are row-independent); greedy
+// picks the same. A sequence alone in a batch is its solo forward bit for bit.
 #include <filesystem>
 #include <span>
 
