@@ -23,7 +23,8 @@ struct BatchGenerator::Sequence {
   std::unique_ptr<sample::Sampler> sampler;
   std::unique_ptr<TokenStream> out;
   model::SeqId seq = -1;
-  std::size_t fed = 0;  // prompt tokens run
+  std::size_t fed = 0;     // prompt tokens in the cache
+  std::size_t reused = 0;  // of those, forked from another sequence
   tokenizer::TokenId unrun = tokenizer::null_token;
   bool done = false;
   Result result;
@@ -75,8 +76,27 @@ void BatchGenerator::admit() {
   while (!queue_.empty() && static_cast<std::int64_t>(running_.size()) < options_.n_parallel) {
     Sequence& s = seqs_[queue_.front()];
     queue_.pop_front();
-    s.seq = cache_.open();
     s.admitted = clock_type::now();
+    // The longest prompt prefix a running sequence has already run, at least one block and
+    // never the last prompt token (its logits are needed): forked, not run again.
+    std::size_t best = 0;
+    const Sequence* from = nullptr;
+    for (const std::size_t r : running_) {
+      const Sequence& o = seqs_[r];
+      const auto common = static_cast<std::size_t>(
+          std::mismatch(o.prompt.begin(), o.prompt.begin() + static_cast<std::ptrdiff_t>(o.fed), s.prompt.begin(),
+                        s.prompt.end())
+              .first -
+          o.prompt.begin());
+      const std::size_t usable = std::min(common, s.prompt.size() - 1);
+      if (usable > best) best = usable, from = &o;
+    }
+    if (from != nullptr && static_cast<std::int64_t>(best) >= cache_.block_size() && cache_.free_blocks() > 0) {
+      s.seq = cache_.fork(ctx_, from->seq, static_cast<std::int64_t>(best));
+      s.fed = s.reused = best;
+    } else {
+      s.seq = cache_.open();
+    }
     running_.push_back(static_cast<std::size_t>(&s - seqs_.data()));
   }
 }
@@ -84,7 +104,7 @@ void BatchGenerator::admit() {
 void BatchGenerator::finish(Sequence& s) {
   const auto now = clock_type::now();
   s.result = s.out->finish();
-  s.result.timings = {.prompt_tokens = static_cast<std::int64_t>(s.prompt.size()),
+  s.result.timings = {.prompt_tokens = static_cast<std::int64_t>(s.prompt.size() - s.reused),
                       .prompt_seconds = seconds_between(s.admitted, s.prompt_done),
                       .gen_tokens = static_cast<std::int64_t>(s.result.tokens.size()),
                       .gen_seconds = seconds_between(s.prompt_done, now)};

@@ -116,6 +116,29 @@ TEST_F(BatchGeneratorTest, EachRequestKeepsItsOwnStopReason) {
   expect_same(r[3], solo("Once upon a time", {.max_tokens = -1, .ignore_eos = true}, 40), 3);
 }
 
+// A request admitted while another sequence has run a prefix of its prompt forks that
+// prefix instead of running it again, and still prints what it prints alone.
+TEST_F(BatchGeneratorTest, SharedPromptPrefixIsForkedNotRunAgain) {
+  const std::string system = kPrompts[4];  // ~100 tokens: three full blocks
+  const std::string a = system + " Tell me more.", c = system + " Something else entirely";
+  const Request req{.max_tokens = 12, .ignore_eos = true};
+  BatchGenerator b(*model_, *tok_, ctx_, {.n_parallel = 4, .n_ctx = 256, .sampling = greedy()});
+  b.add(ids(a), req);
+  ASSERT_TRUE(b.step());  // a's whole prompt runs
+  const std::int64_t free_before = b.cache().free_blocks();
+  b.add(ids(c), req);
+  ASSERT_TRUE(b.step());  // c is admitted: its shared prefix is forked
+  const auto ia = ids(a), ic = ids(c);
+  const std::int64_t shared = std::mismatch(ia.begin(), ia.end(), ic.begin(), ic.end()).first - ia.begin();
+  ASSERT_GE(shared, 64);
+  const std::int64_t own = (static_cast<std::int64_t>(ic.size()) + 31) / 32 - shared / 32;
+  EXPECT_EQ(free_before - b.cache().free_blocks(), own) << "c holds only the blocks past the shared ones";
+  const auto r = b.run();
+  expect_same(r[1], solo(c, req), 1);
+  EXPECT_EQ(r[1].timings.prompt_tokens, static_cast<std::int64_t>(ic.size()) - shared);
+  expect_same(r[0], solo(a, req), 0);
+}
+
 TEST_F(BatchGeneratorTest, BadRequestsAreClearErrors) {
   BatchGenerator b(*model_, *tok_, ctx_, {.n_parallel = 2, .n_ctx = 8, .sampling = greedy()});
   EXPECT_THROW(b.add({}, {}), Error);

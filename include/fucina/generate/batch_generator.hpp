@@ -15,6 +15,10 @@
 // it), which changes attention's kernel for those rows: logits move in the last bits, as
 // between batch sizes in llama.cpp. A chunk that would overrun the shared KV budget waits a
 // step; when nothing can run at all, the latest admitted sequence ends with ContextFull.
+// A request admitted while a running sequence has already run a prefix of its prompt (at
+// least one 32-position block: a chat's next turn, a shared system prompt) forks that
+// prefix (PagedKvCache::fork: full blocks shared, not copied) and runs only the rest.
+// Requests admitted in the same step share nothing (none has run its prompt yet).
 #include <cstdint>
 #include <deque>
 #include <span>
