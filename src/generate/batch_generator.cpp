@@ -44,8 +44,8 @@ BatchGenerator::BatchGenerator(const model::Model& model, const tokenizer::Token
                      "[generate] the batch of {} tokens cannot hold one row of each of {} sequences", options.n_batch,
                      options.n_parallel);
         const std::int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : model.config().n_ctx_train;
-        return model.new_paged_cache(ctx, options.n_kv > 0 ? options.n_kv : model::PagedKvCache::budget_for(options.n_parallel, n_ctx), n_ctx,
-                                     options.kv_type);
+        const std::int64_t n_kv = options.n_kv > 0 ? options.n_kv : model::PagedKvCache::budget_for(options.n_parallel, n_ctx);
+        return model.new_paged_cache(ctx, n_kv, n_ctx, options.kv_type);
       }()) {}
 
 BatchGenerator::~BatchGenerator() = default;

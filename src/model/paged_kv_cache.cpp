@@ -10,8 +10,8 @@ namespace fucina::model {
 PagedKvCache::PagedKvCache(Context& ctx, const ModelConfig& c, std::int64_t n_tokens, std::int64_t n_ctx, DType dtype,
                            std::int64_t block_size)
     : n_ctx_(n_ctx), block_size_(block_size), dtype_(dtype) {
-  FUCINA_CHECK(n_ctx > 0 && n_tokens > 0, InvalidArgument, "[kv_cache] context length and budget must be positive, got {} and {}",
-               n_ctx, n_tokens);
+  FUCINA_CHECK(n_ctx > 0 && n_tokens > 0, InvalidArgument,
+               "[kv_cache] context length and budget must be positive, got {} and {}", n_ctx, n_tokens);
   FUCINA_CHECK(block_size > 0, InvalidArgument, "[kv_cache] block size must be positive, got {}", block_size);
   FUCINA_CHECK(dtype == DType::f16 || dtype == DType::f32, InvalidArgument, "[kv_cache] cache type must be f16 or f32");
   const std::int64_t n_blocks = (n_tokens + block_size - 1) / block_size;
@@ -138,8 +138,8 @@ RawTensor PagedKvCache::gather(Context& ctx, const RawTensor& pool, const Sequen
   for (std::int64_t p = 0; p < n; p += block_size_) {
     const std::int64_t m = std::min(block_size_, n - p);
     const RawTensor src = rows(pool, s.blocks[static_cast<std::size_t>(p / block_size_)], 0, m);
-    std::memcpy(dst + static_cast<std::size_t>(p) * row_bytes, src.buf.bytes() + static_cast<std::size_t>(src.offset) * dtype_size(dtype_),
-                static_cast<std::size_t>(m) * row_bytes);
+    const std::byte* from = src.buf.bytes() + static_cast<std::size_t>(src.offset) * dtype_size(dtype_);
+    std::memcpy(dst + static_cast<std::size_t>(p) * row_bytes, from, static_cast<std::size_t>(m) * row_bytes);
   }
   return out;
 }

@@ -187,7 +187,8 @@ TEST_F(BatchGeneratorTest, CliParallelPrintsWhatEachPromptPrintsAlone) {
   EXPECT_EQ(labelled.output, want);
 
   const std::string model = fmt::format("run '{}' ", path().string());
-  for (const std::string& bad : std::vector<std::string>{"-p hi --parallel 2", "-f '" + file.string() + "' --parallel 0", "-f '" + file.string() + "' --jsonl"}) {
+  const std::string f = " -f '" + file.string() + "'";
+  for (const std::string& bad : std::vector<std::string>{"-p hi --parallel 2", f + " --parallel 0", f + " --jsonl"}) {
     const auto r = test::run_fucina(model + bad, test::Capture::Stderr);
     EXPECT_EQ(r.status, 2) << bad;
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << bad << ": " << r.output;

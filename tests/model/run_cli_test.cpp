@@ -1,7 +1,7 @@
 // `fucina run` and `fucina bench` end to end on a small synthetic model: bad input is one
 // line and a non-zero exit, --chat feeds exactly the library's template render, -i holds a
-// conversation from stdin, the bench's JSON has llama-bench's fields (llama-batched-bench's with --parallel). Skips when the CLI
-// binary has not been built in this tree.
+// conversation from stdin, the bench's JSON has llama-bench's fields (with --parallel,
+// llama-batched-bench's). Skips when the CLI binary has not been built in this tree.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -192,7 +192,8 @@ std::pair<double, double> run_batched(const fucina::model::Model& model, fucina:
   for (std::int64_t j = 0; j < pl; ++j)  // the pl·pp prompt rows in steps of at most n_batch
     for (std::int64_t i = 0; i < pp;) {
       const std::int64_t n = std::min(pp - i, o.batch - rows);
-      step.push_back({seqs[static_cast<std::size_t>(j)], std::span(prompts[static_cast<std::size_t>(j)]).subspan(static_cast<std::size_t>(i), static_cast<std::size_t>(n))});
+      const auto u = static_cast<std::size_t>(j);
+      step.push_back({seqs[u], std::span(prompts[u]).subspan(static_cast<std::size_t>(i), static_cast<std::size_t>(n))});
       rows += n, i += n;
       if (rows == o.batch || (j + 1 == pl && i == pp)) {
         (void)model.forward_batch(ctx, cache, step);
