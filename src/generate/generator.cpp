@@ -6,7 +6,7 @@
 #include <chrono>
 
 #include "fucina/core/error.hpp"
-#include "fucina/sample/stop.hpp"
+#include "fucina/generate/token_stream.hpp"
 
 namespace fucina::generate {
 
@@ -74,75 +74,30 @@ std::int64_t Generator::feed_prompt(std::span<const tokenizer::TokenId> ids) {
 
 Result Generator::generate(const Request& request) {
   FUCINA_CHECK(!logits_.empty(), InvalidArgument, "[generate] generate() before feed_prompt()");
-  const std::int64_t limit = request.max_tokens < 0 ? cache_.capacity() : request.max_tokens;
   if (request.sampling) {
     sampler_ = sample::Sampler(*request.sampling);
     for (const auto id : cached_) sampler_.accept(id);
   }
-  std::optional<grammar::Matcher> matcher;
-  if (request.grammar) {
-    if (!vocabulary_) vocabulary_ = grammar_vocabulary(tok_);
-    matcher.emplace(request.grammar, vocabulary_);
-  }
-  tokenizer::StreamDecoder detok(tok_, {.continues_text = true});
-  sample::StopMatcher stop(request.stops);
-  Result r;
-  const auto emit = [&](tokenizer::TokenId token, const std::string& text, std::span<const float> logits) {
-    r.text += text;
-    if (request.on_step) request.on_step({.token = token, .text = text, .logits = logits});
-  };
-  double grammar_seconds = 0;
+  if (request.grammar && !vocabulary_) vocabulary_ = grammar_vocabulary(tok_);
+  TokenStream out(tok_, request, cache_.capacity(), vocabulary_);
   const auto t0 = clock_type::now();
-  while (static_cast<std::int64_t>(r.tokens.size()) < limit) {
-    if (request.cancel && request.cancel->load()) {
-      r.reason = StopReason::Cancelled;
-      break;
-    }
+  while (out.wants_more()) {
     if (unrun_ != tokenizer::null_token) {  // the previous token, for the logits to sample from
       if (cache_.size() >= cache_.capacity()) {
-        r.reason = StopReason::ContextFull;
+        out.stop(StopReason::ContextFull);
         break;
       }
       const tokenizer::TokenId one[1] = {unrun_};
       logits_ = model_.forward(ctx_, cache_, one).to_vector();
       cached_.push_back(unrun_);
     }
-    tokenizer::TokenId next = sampler_.sample(logits_);
-    if (matcher) {  // Note [Constrained sampling]
-      const auto t_grammar = clock_type::now();
-      if (!matcher->allows(next)) {
-        masked_ = logits_;
-        if (matcher->mask(masked_) == 0) {
-          FUCINA_CHECK(matcher->complete(), InvalidArgument,
-                       "[generate] the grammar allows no token of this vocabulary after {} tokens", r.tokens.size());
-          r.reason = StopReason::Eos;
-          break;
-        }
-        next = sampler_.sample(masked_);
-      }
-      const bool allowed = matcher->accept_token(next);
-      FUCINA_ASSERT(allowed);
-      grammar_seconds += seconds_since(t_grammar);
-    }
-    sampler_.accept(next);
-    r.tokens.push_back(next);
-    unrun_ = next;
-    if ((!request.ignore_eos || matcher) && tok_.is_eog(next)) {
-      r.reason = StopReason::Eos;
-      emit(next, {}, logits_);
-      break;
-    }
-    emit(next, stop.push(detok.push(next)), logits_);
-    if (stop.stopped()) {
-      r.reason = StopReason::StopString;
-      break;
-    }
+    if (const auto next = out.push(sampler_, logits_); next != tokenizer::null_token) unrun_ = next;
   }
-  emit(tokenizer::null_token, stop.stopped() ? std::string() : stop.push(detok.flush()) + stop.flush(), {});
+  Result r = out.finish();
   r.timings = prompt_;
   r.timings.gen_tokens = static_cast<std::int64_t>(r.tokens.size());
   r.timings.gen_seconds = seconds_since(t0);
-  r.timings.grammar_seconds = grammar_seconds;
+  r.timings.grammar_seconds = out.grammar_seconds();
   return r;
 }
 

@@ -22,25 +22,64 @@ std::int64_t split_decode_chunk(std::int64_t n, std::int64_t n_kv, std::int64_t 
   if (n != 1 || view < kSplitFrom) return 0;
   return (view + threads - 1) / threads;
 }
+
+// Runs attend(rows r0, n, sequence index s) -> <seq, kvh, grp, hd> for every sequence of
+// seq_starts and writes each result into its rows of one output.
+template <class Attend>
+Tensor<"seq", "kvh", "grp", "hd"> per_sequence(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q,
+                                               std::span<const std::int64_t> seq_starts, Attend attend) {
+  FUCINA_CHECK(seq_starts.size() >= 2 && seq_starts.front() == 0 && seq_starts.back() == q.size<"seq">(), InvalidArgument,
+               "[attention] sequence starts must run from 0 to the {} rows", q.size<"seq">());
+  auto out = Tensor<"seq", "kvh", "grp", "hd">::empty(ctx, q.sizes());
+  const std::int64_t row = q.size<"kvh">() * q.size<"grp">() * q.size<"hd">();
+  for (std::size_t s = 0; s + 1 < seq_starts.size(); ++s) {
+    const std::int64_t r0 = seq_starts[s], n = seq_starts[s + 1] - r0;
+    FUCINA_CHECK(n > 0, InvalidArgument, "[attention] sequence {} is empty", s);
+    const auto o = attend(r0, n, s);
+    std::copy_n(o.data().data(), n * row, out.mutable_data().data() + r0 * row);
+  }
+  return out;
+}
+
+// The n = q.size<"seq">() new rows over keys/values (the cache's stored type) holding n_past
+// cached rows and then theirs, with the kernel llama.cpp picks (see the header).
+Tensor<"seq", "kvh", "grp", "hd"> cached_attention(Context& ctx, const ModelConfig& c,
+                                                   const Tensor<"seq", "kvh", "grp", "hd">& q, RawTensor keys,
+                                                   RawTensor values, std::int64_t n_past, std::int64_t capacity,
+                                                   float scale) {
+  using F16 = TensorT<DType::f16, "kseq", "kvh", "hd">;
+  const std::int64_t n = q.size<"seq">();
+  if (keys.dtype == DType::f32)
+    return prefill_attention(ctx, q, KvCache::Cached(std::move(keys)), KvCache::Cached(std::move(values)), n_past, scale);
+  if (n < kTiledFromRows || c.head_dim % kTiledHeadMultiple != 0)
+    return flash_attention_f16(ctx, q, F16(std::move(keys)), F16(std::move(values)), n_past, scale,
+                               split_decode_chunk(n, n_past + n, capacity, ctx.threads()));
+  return prefill_attention(ctx, q, F16(std::move(keys)), F16(std::move(values)), n_past, scale);
+}
+
 }  // namespace
+
+Tensor<"seq", "embd"> output_rows(Context& ctx, const Tensor<"seq", "embd">& x, const Batch& batch) {
+  if (batch.out_rows.empty()) return contiguous(ctx, narrow<"seq">(x, x.size<"seq">() - 1, 1));
+  const auto n = static_cast<std::int64_t>(batch.out_rows.size()), embd = x.size<"embd">();
+  const auto xc = contiguous(ctx, x);
+  auto out = Tensor<"seq", "embd">::empty(ctx, {n, embd});
+  for (std::int64_t i = 0; i < n; ++i)
+    std::copy_n(xc.data().data() + batch.out_rows[static_cast<std::size_t>(i)] * embd, embd,
+                out.mutable_data().data() + i * embd);
+  return out;
+}
 
 Tensor<"seq", "kvh", "grp", "hd"> causal_attention(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q,
                                                    const Tensor<"seq", "kvh", "hd">& k,
                                                    const Tensor<"seq", "kvh", "hd">& v,
                                                    std::span<const std::int64_t> seq_starts, float scale) {
-  FUCINA_CHECK(seq_starts.size() >= 2 && seq_starts.front() == 0 && seq_starts.back() == q.size<"seq">(), InvalidArgument,
-               "[attention] sequence starts must run from 0 to the {} rows", q.size<"seq">());
   const auto qc = contiguous(ctx, q.detach());
   const auto kc = contiguous(ctx, k.detach()), vc = contiguous(ctx, v.detach());
-  auto out = Tensor<"seq", "kvh", "grp", "hd">::empty(ctx, qc.sizes());
-  const std::int64_t row = qc.size<"kvh">() * qc.size<"grp">() * qc.size<"hd">();
-  for (std::size_t s = 0; s + 1 < seq_starts.size(); ++s) {
-    const std::int64_t r0 = seq_starts[s], n = seq_starts[s + 1] - r0;
-    FUCINA_CHECK(n > 0, InvalidArgument, "[attention] sequence {} is empty", s);
-    const auto o = prefill_attention(ctx, narrow<"seq">(qc, r0, n), rename<"seq", "kseq">(narrow<"seq">(kc, r0, n)),
-                                     rename<"seq", "kseq">(narrow<"seq">(vc, r0, n)), 0, scale);
-    std::copy_n(o.data().data(), n * row, out.mutable_data().data() + r0 * row);
-  }
+  auto out = per_sequence(ctx, qc, seq_starts, [&](std::int64_t r0, std::int64_t n, std::size_t) {
+    return prefill_attention(ctx, narrow<"seq">(qc, r0, n), rename<"seq", "kseq">(narrow<"seq">(kc, r0, n)),
+                             rename<"seq", "kseq">(narrow<"seq">(vc, r0, n)), 0, scale);
+  });
   if (autograd::grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad()))
     out.set_node(autograd::make_node<CausalAttentionBackward>(
         {q.node(), k.node(), v.node()}, qc.raw(), kc.raw(), vc.raw(),
@@ -64,21 +103,24 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
   auto qg = split<"head", "kvh", "grp">(q, c.group());  // head = kvh * grp + g (GQA)
   const float scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
   Tensor<"seq", "kvh", "grp", "hd"> o;
-  if (!batch.cache) {
-    o = causal_attention(ctx, qg, k, v, batch.seq_starts, scale);
-    return linear<"qd">(ctx, merge<"head", "hd", "qd">(merge<"kvh", "grp", "head">(o)), w.wo);
-  }
-
-  KvCache& cache = *batch.cache;
-  const std::int64_t n = h.size<"seq">(), n_past = cache.size(), n_kv = n_past + n;
-  cache.store(ctx, layer, k, v);
-  if (cache.dtype() == DType::f16 && (n < kTiledFromRows || c.head_dim % kTiledHeadMultiple != 0)) {
-    o = flash_attention_f16(ctx, qg, cache.keys_f16(layer, n_kv), cache.values_f16(layer, n_kv), n_past, scale,
-                            split_decode_chunk(n, n_kv, cache.capacity(), ctx.threads()));
-  } else if (cache.dtype() == DType::f16) {
-    o = prefill_attention(ctx, qg, cache.keys_f16(layer, n_kv), cache.values_f16(layer, n_kv), n_past, scale);
+  if (batch.paged) {  // each sequence's rows over its own keys, as its solo run
+    PagedKvCache& cache = *batch.paged;
+    const auto qc = contiguous(ctx, qg);
+    o = per_sequence(ctx, qc, batch.seq_starts, [&](std::int64_t r0, std::int64_t n, std::size_t s) {
+      const SeqId seq = batch.seq_ids[s];
+      const std::int64_t n_past = cache.size(seq), n_kv = n_past + n;
+      cache.store(ctx, layer, seq, narrow<"seq">(k, r0, n), narrow<"seq">(v, r0, n));
+      return cached_attention(ctx, c, narrow<"seq">(qc, r0, n), cache.keys(ctx, layer, seq, n_kv),
+                              cache.values(ctx, layer, seq, n_kv), n_past, cache.capacity(), scale);
+    });
+  } else if (batch.cache) {
+    KvCache& cache = *batch.cache;
+    const std::int64_t n = h.size<"seq">(), n_past = cache.size(), n_kv = n_past + n;
+    cache.store(ctx, layer, k, v);
+    o = cached_attention(ctx, c, qg, cache.stored_keys(layer, n_kv), cache.stored_values(layer, n_kv), n_past,
+                         cache.capacity(), scale);
   } else {
-    o = prefill_attention(ctx, qg, cache.keys(ctx, layer, n_kv), cache.values(ctx, layer, n_kv), n_past, scale);
+    o = causal_attention(ctx, qg, k, v, batch.seq_starts, scale);
   }
   return linear<"qd">(ctx, merge<"head", "hd", "qd">(merge<"kvh", "grp", "head">(o)), w.wo);
 }

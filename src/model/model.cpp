@@ -25,6 +25,10 @@ KvCache Model::new_cache(Context& ctx, std::int64_t n_ctx, DType dtype) const {
   return KvCache(ctx, config_, n_ctx > 0 ? n_ctx : config_.n_ctx_train, dtype);
 }
 
+PagedKvCache Model::new_paged_cache(Context& ctx, std::int64_t n_tokens, std::int64_t n_ctx, DType dtype) const {
+  return PagedKvCache(ctx, config_, n_tokens, n_ctx > 0 ? n_ctx : config_.n_ctx_train, dtype);
+}
+
 namespace {
 
 // Token embeddings as f32 rows.
@@ -102,6 +106,33 @@ Tensor<"seq", "vocab"> Model::forward_all(Context& ctx, KvCache& cache, std::spa
   const auto pos = cache_positions(cache, ids.size());
   auto x = run_layers(ctx, ids, Batch{pos, &cache, {}}, false);
   cache.advance(static_cast<std::int64_t>(ids.size()));
+  return head(ctx, x);
+}
+
+Tensor<"seq", "vocab"> Model::forward_batch(Context& ctx, PagedKvCache& cache, std::span<const SeqChunk> chunks) const {
+  autograd::NoGradGuard no_grad;
+  FUCINA_CHECK(!chunks.empty(), InvalidArgument, "[forward_batch] no sequences to run");
+  std::vector<std::int32_t> ids, pos;
+  std::vector<std::int64_t> starts{0}, out_rows;
+  std::vector<SeqId> seqs;
+  for (const SeqChunk& chunk : chunks) {
+    check_ids(chunk.ids);
+    FUCINA_CHECK(std::find(seqs.begin(), seqs.end(), chunk.seq) == seqs.end(), InvalidArgument,
+                 "[forward_batch] sequence {} appears twice in one batch", chunk.seq);
+    const auto n = static_cast<std::int64_t>(chunk.ids.size());
+    FUCINA_CHECK(cache.size(chunk.seq) + n <= cache.capacity(), InvalidArgument,
+                 "[kv_cache] context is full: {} cached + {} new tokens > context length {} (raise --ctx)",
+                 cache.size(chunk.seq), n, cache.capacity());
+    for (std::int64_t i = 0; i < n; ++i) pos.push_back(static_cast<std::int32_t>(cache.size(chunk.seq) + i));
+    ids.insert(ids.end(), chunk.ids.begin(), chunk.ids.end());
+    starts.push_back(starts.back() + n);
+    out_rows.push_back(starts.back() - 1);
+    seqs.push_back(chunk.seq);
+  }
+  for (const SeqChunk& chunk : chunks) cache.reserve(chunk.seq, static_cast<std::int64_t>(chunk.ids.size()));
+  const Batch batch{.positions = pos, .seq_starts = starts, .paged = &cache, .seq_ids = seqs, .out_rows = out_rows};
+  auto x = run_layers(ctx, ids, batch, true);
+  for (const SeqChunk& chunk : chunks) cache.advance(chunk.seq, static_cast<std::int64_t>(chunk.ids.size()));
   return head(ctx, x);
 }
 

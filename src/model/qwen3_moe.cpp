@@ -99,10 +99,10 @@ Tensor<"seq", "embd"> moe_ffn(Context& ctx, const ModelConfig& c, const LayerWei
 }
 
 Tensor<"seq", "embd"> qwen3moe_block(Context& ctx, const ModelConfig& c, const LayerWeights& w, std::int64_t layer,
-                                     const Tensor<"seq", "embd">& x, const Batch& batch, bool last_row_only) {
+                                     const Tensor<"seq", "embd">& x, const Batch& batch, bool prune) {
   auto h = mul(ctx, rms_norm<"embd">(ctx, x, c.rms_eps), w.attn_norm);
   auto x2 = add(ctx, x, attention(ctx, c, w, layer, h, batch));
-  if (last_row_only) x2 = contiguous(ctx, narrow<"seq">(x2, x2.size<"seq">() - 1, 1));  // as llama_block
+  if (prune) x2 = output_rows(ctx, x2, batch);  // as llama_block
   auto h2 = mul(ctx, rms_norm<"embd">(ctx, x2, c.rms_eps), w.ffn_norm);
   return add(ctx, x2, moe_ffn(ctx, c, w, h2));
 }

@@ -5,7 +5,6 @@
 // `fucina run` prints exactly what the API returns; a grammar holds the text to its language.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -19,6 +18,7 @@
 #include "fucina/model/synth.hpp"
 #include "fucina/tokenizer/utf8.hpp"
 #include "support/run_cli.hpp"
+#include "support/tiny_model_test.hpp"
 
 namespace fucina::generate {
 void PrintTo(StopReason reason, std::ostream* os) { *os << to_string(reason); }  // gtest messages
@@ -32,42 +32,17 @@ using generate::Request;
 using generate::Result;
 using generate::StopReason;
 
-class GeneratorTest : public ::testing::Test {
+class GeneratorTest : public test::TinyModelTest {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = std::filesystem::temp_directory_path() / ("fucina_generate_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
-    model::SynthSpec spec;  // qwen3, 64 wide, 2 layers, built-in SPM vocabulary, no chat template
-    spec.n_ff = 128;
-    spec.n_ctx = 2048;
-    spec.seed = 4;
-    model::write_synthetic_model(path(), spec);
-    model_ = new model::Model(model::Model::load(path()));
-    tok_ = new tokenizer::Tokenizer(tokenizer::load_tokenizer_data(model_->file()));
-  }
-  static void TearDownTestSuite() {
-    delete tok_;
-    delete model_;
-    std::filesystem::remove_all(dir_);
-  }
-  static std::filesystem::path path() { return dir_ / "m.gguf"; }
-
   Generator make(sample::SamplerConfig sampling = greedy(), std::int64_t n_ctx = 0) {
     return Generator(*model_, *tok_, ctx_, {.n_ctx = n_ctx, .sampling = sampling});
   }
-  static sample::SamplerConfig greedy() { return {.temperature = 0.f}; }
-  std::vector<tokenizer::TokenId> ids(const std::string& text) const { return tok_->encode(text, {.add_special = true}); }
   // Feeds `prompt` to a fresh generator and generates.
   Result run(const std::string& prompt, Request request, sample::SamplerConfig sampling = greedy(), std::int64_t n_ctx = 0) {
     Generator g = make(sampling, n_ctx);
     g.feed_prompt(ids(prompt));
     return g.generate(request);
   }
-
-  Context ctx_{{.threads = 2}};
-  static inline std::filesystem::path dir_;
-  static inline model::Model* model_ = nullptr;
-  static inline tokenizer::Tokenizer* tok_ = nullptr;
 };
 
 TEST_F(GeneratorTest, CallbackSeesEveryToken) {

@@ -1,7 +1,7 @@
 // `fucina run` and `fucina bench` end to end on a small synthetic model: bad input is one
 // line and a non-zero exit, --chat feeds exactly the library's template render, -i holds a
-// conversation from stdin, the bench's JSON has llama-bench's fields. Skips when the CLI
-// binary has not been built in this tree.
+// conversation from stdin, the bench's JSON has llama-bench's fields (with --parallel,
+// llama-batched-bench's). Skips when the CLI binary has not been built in this tree.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -115,7 +115,34 @@ TEST_F(RunCli, BenchJsonHasLlamaBenchFields) {
   EXPECT_NE(md.output.find("| pp8 |"), std::string::npos) << md.output;
 }
 
+// --parallel: one record per stream count, llama-batched-bench's names, its arithmetic.
+TEST_F(RunCli, BenchParallelJsonHasBatchedBenchFields) {
+  const CliResult r = run("bench " + model() + " --parallel 1,3 -p 8 -n 4 -r 1 -t 1 -o json", false);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  ASSERT_EQ(j.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto& rec = j[i];
+    const std::int64_t pl = i == 0 ? 1 : 3;
+    EXPECT_EQ(rec["pp"], 8);
+    EXPECT_EQ(rec["tg"], 4);
+    EXPECT_EQ(rec["pl"], pl);
+    EXPECT_EQ(rec["n_kv"], pl * 12);
+    const double t_pp = rec["t_pp"], t_tg = rec["t_tg"];
+    ASSERT_GT(t_pp, 0.0);
+    ASSERT_GT(t_tg, 0.0);
+    EXPECT_NEAR(rec["speed_pp"].get<double>(), static_cast<double>(pl * 8) / t_pp, 1e-6 * rec["speed_pp"].get<double>());
+    EXPECT_NEAR(rec["speed_tg"].get<double>(), static_cast<double>(pl * 4) / t_tg, 1e-6 * rec["speed_tg"].get<double>());
+    EXPECT_NEAR(rec["t"].get<double>(), t_pp + t_tg, 1e-12);
+    EXPECT_NEAR(rec["speed"].get<double>(), static_cast<double>(pl * 12) / (t_pp + t_tg), 1e-6 * rec["speed"].get<double>());
+  }
+  const CliResult md = run("bench " + model() + " --parallel 2 -p 8 -n 4 -r 1 -t 1", false);
+  EXPECT_NE(md.output.find("| S_TG t/s |"), std::string::npos) << md.output;
+}
+
 TEST_F(RunCli, BenchBadFlags) {
+  expect_one_line_error(run("bench " + model() + " --parallel 0"), 2, "--parallel");
+  expect_one_line_error(run("bench " + model() + " --parallel 2 -p 8,16"), 2, "--parallel");
   expect_one_line_error(run("bench " + model() + " -r 0"), 2, "--repetitions");
   expect_one_line_error(run("bench " + model() + " -o xml"), 2, "xml");
   expect_one_line_error(run("bench " + model() + " -p 1,x"), 2, "x");

@@ -3,7 +3,6 @@
 // same arithmetic), for every architecture and weight format; several sequences in one
 // training batch give each sequence's logits alone; LoRA factors of zero change nothing.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -11,51 +10,18 @@
 #include "fucina/model/model.hpp"
 #include "fucina/model/synth.hpp"
 #include "fucina/model/trainable.hpp"
-#include "fucina/quant/quantize_model.hpp"
 #include "support/shared_dir.hpp"
+#include "support/synth_model.hpp"
 
 using namespace fucina;
 
 namespace {
 
-struct Case {
-  const char* name;
-  model::SynthSpec spec;
-  quant::FileType quant = quant::FileType::AllF32;  // AllF32: no quantization
-};
+using Case = test::SynthCase;
 
-model::SynthSpec spec(const char* arch, std::int64_t embd, std::int64_t heads, std::int64_t kv_heads, DType dtype,
-                      bool tied = false) {
-  model::SynthSpec s;
-  s.arch = arch, s.n_embd = embd, s.n_layer = 2, s.n_head = heads, s.n_head_kv = kv_heads, s.n_ff = 128;
-  s.n_expert = 8, s.n_expert_used = 2, s.n_ff_exp = 32;
-  s.dtype = dtype, s.tied = tied, s.seed = static_cast<std::uint64_t>(embd + heads);
-  return s;
-}
+std::vector<Case> cases() { return test::every_format_cases(); }
 
-std::vector<Case> cases() {
-  return {
-      {"llama_f32", spec("llama", 64, 4, 2, DType::f32)},
-      {"llama_f16", spec("llama", 64, 4, 2, DType::f16)},
-      {"llama_bf16", spec("llama", 64, 4, 2, DType::bf16)},
-      {"qwen3_f16_tied", spec("qwen3", 256, 4, 1, DType::f16, true)},
-      {"qwen3_q8_0", spec("qwen3", 256, 4, 1, DType::f32), quant::FileType::MostlyQ8_0},
-      {"qwen3_q4_k", spec("qwen3", 256, 4, 1, DType::f32), quant::FileType::MostlyQ4_K_M},
-      {"qwen3moe_f16", spec("qwen3moe", 64, 4, 2, DType::f16)},
-      {"qwen3moe_f32", spec("qwen3moe", 64, 4, 2, DType::f32)},
-  };
-}
-
-std::filesystem::path make_model(const Case& c) {
-  const auto dir = std::filesystem::temp_directory_path();
-  const auto base = dir / (std::string("fucina_train_fwd_") + c.name + "_" + std::to_string(::getpid()) + ".gguf");
-  model::write_synthetic_model(base, c.spec);
-  if (c.quant == quant::FileType::AllF32) return base;
-  const auto q = dir / (std::string("fucina_train_fwd_q_") + c.name + "_" + std::to_string(::getpid()) + ".gguf");
-  quant::quantize_model(base, q, {.ftype = c.quant, .n_threads = 2});
-  std::filesystem::remove(base);
-  return q;
-}
+std::filesystem::path make_model(const Case& c) { return test::make_synth_model(c, "train_fwd"); }
 
 std::vector<std::int32_t> tokens(std::int64_t n, std::int64_t vocab, std::int32_t salt) {
   std::vector<std::int32_t> t(static_cast<std::size_t>(n));
@@ -131,7 +97,7 @@ namespace {
 // the plain run's bit for bit: the kernels are deterministic.
 TEST(TrainForwardCheckpoint, SameGradientsBitForBit) {
   Context ctx({.threads = 2});
-  const auto path = make_model({"moe", spec("qwen3moe", 64, 4, 2, DType::f32)});
+  const auto path = make_model({"moe", test::small_spec("qwen3moe", 64, 4, 2, DType::f32)});
   auto a = model::Model::load(path), b = model::Model::load(path);
   std::filesystem::remove(path);
   const auto pa = model::make_trainable(ctx, a.mutable_weights(), a.config());
@@ -150,7 +116,7 @@ TEST(TrainForwardCheckpoint, SameGradientsBitForBit) {
 
 TEST(TrainForwardCheckpoint, QuantizedWeightsAreNotTrainable) {
   Context ctx({.threads = 2});
-  const auto path = make_model({"q8", spec("qwen3", 256, 4, 1, DType::f32), quant::FileType::MostlyQ8_0});
+  const auto path = make_model({"q8", test::small_spec("qwen3", 256, 4, 1, DType::f32), quant::FileType::MostlyQ8_0});
   auto m = model::Model::load(path);
   std::filesystem::remove(path);
   try {

@@ -5,12 +5,22 @@
 // of -b; a tg test decodes N tokens one at a time from an empty cache, feeding each
 // generated id back. One untimed warm-up run precedes the -r timed repetitions (as
 // llama-bench does), and tokens/s is averaged over repetitions with its sample stdev.
+//
+// Note [Batched bench]: --parallel 1,2,4,8 measures as llama-batched-bench does (-npp -p,
+// -ntg -n, -npl --parallel): pl sequences of one PagedKvCache each read a prompt of pp
+// random tokens (all pl·pp rows in forward_batch steps of at most -b rows), then generate
+// tg tokens together, pl rows per step (random ids, as it does). Records carry its names:
+// pp, tg, pl, n_kv = pl·(pp + tg), t_pp / t_tg / t in seconds, speed_pp = pl·pp / t_pp,
+// speed_tg = pl·tg / t_tg, speed = n_kv / t; times are means over -r repetitions after
+// one untimed warm-up run.
 #include <fmt/core.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <span>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -43,12 +53,15 @@ constexpr std::string_view usage =
     "  --fast-prefill           quantized prompts through the f32 GEMM (not bit-exact)\n"
     "  --no-repack              use the weights in the mapped file as they are (no interleaved\n"
     "                           quantized layout, no huge-page copy)\n"
+    "  --parallel N[,N..]       batched decode like llama-batched-bench: N sequences each\n"
+    "                           read a -p prompt and generate -n tokens together\n"
     "  -o, --output md|json     output format (default md)\n";
 
 struct Options {
   std::vector<std::string> models;
   std::vector<std::int64_t> n_prompt{512}, n_gen{128};
   std::vector<int> threads;
+  std::vector<std::int64_t> parallel;  // non-empty: Note [Batched bench]
   int reps = 5;
   std::int64_t batch = 512;
   bool warmup = true, json = false;
@@ -71,6 +84,7 @@ Options parse(std::span<char* const> args) {
     else if (a == "-t" || a == "--threads") o.threads = parse_list<int>(a, value());
     else if (a == "-b" || a == "--batch") o.batch = parse_num<std::int64_t>(a, value());
     else if (a == "--no-warmup") o.warmup = false;
+    else if (a == "--parallel") o.parallel = parse_list<std::int64_t>(a, value());
     else if (parse_load_flag(a, o.load)) {}  // --fast-prefill, --no-repack
     else if (a == "-o" || a == "--output") {
       const std::string f = value();
@@ -90,6 +104,10 @@ Options parse(std::span<char* const> args) {
     if (n < 0) throw UsageError{fmt::format("-p must be >= 0, got {}", n)};
   for (auto n : o.n_gen)
     if (n < 0) throw UsageError{fmt::format("-n must be >= 0, got {}", n)};
+  for (auto n : o.parallel)
+    if (n < 1) throw UsageError{fmt::format("--parallel must be at least 1, got {}", n)};
+  if (!o.parallel.empty() && (o.n_prompt.size() != 1 || o.n_gen.size() != 1 || o.n_gen[0] < 1))
+    throw UsageError{"--parallel takes one -p and one -n (>= 1)"};
   for (int& t : o.threads) t = check_threads("--threads", t);
   if (o.threads.empty()) o.threads.push_back(0);
   return o;
@@ -146,6 +164,83 @@ double run_once(const fucina::model::Model& model, fucina::Context& ctx, const O
     }
   }
   return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+}
+
+struct BatchedRecord {
+  std::string model_filename, model_type;
+  int n_threads = 0;
+  std::int64_t n_batch = 0, pp = 0, tg = 0, pl = 0;
+  double t_pp = 0, t_tg = 0;  // seconds, mean over repetitions
+};
+
+// One run of Note [Batched bench]; returns {t_pp, t_tg} in seconds.
+std::pair<double, double> run_batched(const fucina::model::Model& model, fucina::Context& ctx, const Options& o,
+                                      std::int64_t pp, std::int64_t tg, std::int64_t pl, std::uint64_t seed) {
+  using Chunk = fucina::model::Model::SeqChunk;
+  const std::int64_t vocab = model.config().n_vocab;
+  auto cache = model.new_paged_cache(ctx, fucina::model::PagedKvCache::budget_for(pl, pp + tg), pp + tg, o.kv);
+  std::vector<fucina::model::SeqId> seqs;
+  std::vector<std::vector<std::int32_t>> prompts;
+  for (std::int64_t j = 0; j < pl; ++j) {
+    seqs.push_back(cache.open());
+    prompts.push_back(random_ids(pp, vocab, seed * 1000 + static_cast<std::uint64_t>(j)));
+  }
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  std::vector<Chunk> step;
+  std::int64_t rows = 0;
+  for (std::int64_t j = 0; j < pl; ++j)  // the pl·pp prompt rows in steps of at most n_batch
+    for (std::int64_t i = 0; i < pp;) {
+      const std::int64_t n = std::min(pp - i, o.batch - rows);
+      const auto u = static_cast<std::size_t>(j);
+      step.push_back({seqs[u], std::span(prompts[u]).subspan(static_cast<std::size_t>(i), static_cast<std::size_t>(n))});
+      rows += n, i += n;
+      if (rows == o.batch || (j + 1 == pl && i == pp)) {
+        (void)model.forward_batch(ctx, cache, step);
+        step.clear();
+        rows = 0;
+      }
+    }
+  const auto t1 = clock::now();
+  const auto ids = random_ids(pl * tg, vocab, seed + 77);
+  for (std::int64_t i = 0; i < tg; ++i) {
+    for (std::int64_t j = 0; j < pl; ++j)
+      step.push_back({seqs[static_cast<std::size_t>(j)], std::span(ids).subspan(static_cast<std::size_t>(i * pl + j), 1)});
+    (void)model.forward_batch(ctx, cache, step);
+    step.clear();
+  }
+  const auto t2 = clock::now();
+  return {std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count()};
+}
+
+nlohmann::json batched_fields(const BatchedRecord& r) {
+  const std::int64_t n_kv = r.pl * (r.pp + r.tg);
+  const double t = r.t_pp + r.t_tg;
+  const auto per = [](double n, double s) { return s > 0 ? n / s : 0.0; };
+  return {{"model_filename", r.model_filename}, {"model_type", r.model_type},
+          {"n_batch", r.n_batch},              {"n_threads", r.n_threads},
+          {"pp", r.pp},                        {"tg", r.tg},
+          {"pl", r.pl},                        {"n_kv", n_kv},
+          {"t_pp", r.t_pp},                    {"speed_pp", per(static_cast<double>(r.pl * r.pp), r.t_pp)},
+          {"t_tg", r.t_tg},                    {"speed_tg", per(static_cast<double>(r.pl * r.tg), r.t_tg)},
+          {"t", t},                            {"speed", per(static_cast<double>(n_kv), t)}};
+}
+
+void print_batched(const std::vector<BatchedRecord>& recs, bool json) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : recs) out.push_back(batched_fields(r));
+  if (json) {
+    fmt::print("{}\n", out.dump(2));
+    return;
+  }
+  fmt::print("| model | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |\n"
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (const auto& j : out)
+    fmt::print("| {} | {} | {} | {} | {} | {:.3f} | {:.2f} | {:.3f} | {:.2f} | {:.3f} | {:.2f} |\n",
+               j["model_type"].get<std::string>(), j["pp"].get<std::int64_t>(), j["tg"].get<std::int64_t>(),
+               j["pl"].get<std::int64_t>(), j["n_kv"].get<std::int64_t>(), j["t_pp"].get<double>(),
+               j["speed_pp"].get<double>(), j["t_tg"].get<double>(), j["speed_tg"].get<double>(), j["t"].get<double>(),
+               j["speed"].get<double>());
 }
 
 std::uint64_t n_params(const fucina::gguf::Reader& f) {
@@ -210,11 +305,29 @@ int bench_main(std::span<char* const> args) {
   const Options o = parse(args);
   if (o.models.empty()) throw UsageError{"no model given (fucina bench MODEL.gguf; see --help)"};
   std::vector<Record> recs;
+  std::vector<BatchedRecord> batched;
   for (const auto& path : o.models) {
     const auto model = fucina::model::Model::load(path, o.load);
     const auto& cfg = model.config();
     for (int threads : o.threads) {
       fucina::Context ctx({.threads = threads});
+      if (!o.parallel.empty()) {
+        const std::int64_t pp = o.n_prompt[0], tg = o.n_gen[0];
+        for (const std::int64_t pl : o.parallel) {
+          BatchedRecord r{.model_filename = path,
+                          .model_type = fmt::format("{} {}", fucina::model::arch_name(cfg.arch), file_type_name(model.file())),
+                          .n_threads = ctx.threads(), .n_batch = o.batch, .pp = pp, .tg = tg, .pl = pl};
+          if (o.warmup) (void)run_batched(model, ctx, o, pp, tg, pl, 0);
+          for (int rep = 0; rep < o.reps; ++rep) {
+            const auto [t_pp, t_tg] = run_batched(model, ctx, o, pp, tg, pl, static_cast<std::uint64_t>(rep) + 1);
+            r.t_pp += t_pp / o.reps, r.t_tg += t_tg / o.reps;
+          }
+          fmt::print(stderr, "fucina bench: {} pp {} tg {} pl {}: {:.2f} prompt t/s, {:.2f} decode t/s\n", path, pp, tg, pl,
+                     batched_fields(r)["speed_pp"].get<double>(), batched_fields(r)["speed_tg"].get<double>());
+          batched.push_back(std::move(r));
+        }
+        continue;
+      }
       std::vector<std::pair<std::int64_t, std::int64_t>> tests;
       for (auto n : o.n_prompt)
         if (n > 0) tests.emplace_back(n, 0);
@@ -243,7 +356,8 @@ int bench_main(std::span<char* const> args) {
       }
     }
   }
-  if (o.json) print_json(recs);
+  if (!o.parallel.empty()) print_batched(batched, o.json);
+  else if (o.json) print_json(recs);
   else print_md(recs);
   return 0;
 }

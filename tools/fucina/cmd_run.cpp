@@ -10,13 +10,17 @@
 #include <iostream>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "args.hpp"
 #include "command.hpp"
 #include "fucina/core/atomic_file.hpp"
 #include "fucina/generate/chat.hpp"
+#include "fucina/generate/batch_generator.hpp"
 #include "fucina/generate/generator.hpp"
 #include "fucina/grammar/json_schema.hpp"
 #include "fucina/model/model.hpp"
@@ -77,7 +81,11 @@ constexpr std::string_view usage =
     "                           -p is the user message\n"
     "  --system TEXT            system message for --chat and -i\n"
     "  -i, --interactive        chat loop: read user messages from stdin (one per line;\n"
-    "                           end a line with \\ to continue it; EOF or /exit ends)\n";
+    "                           end a line with \\ to continue it; EOF or /exit ends)\n"
+    "  --parallel N             -f FILE holds one prompt per line: generate for all of them,\n"
+    "                           N at a time in one batch, and print each result labelled\n"
+    "                           (the KV cache holds N contexts of --ctx)\n"
+    "  --jsonl                  with --parallel: print one JSON object per prompt instead\n";
 
 constexpr std::string_view no_model =
     "fucina run: no model given.\n"
@@ -94,7 +102,8 @@ struct Options {
   std::string model, prompt, prompt_file, dump_logits;
   std::string system;
   bool have_prompt = false, echo = false, parse_special = true, ignore_eos = false;
-  bool chat = false, interactive = false;
+  bool chat = false, interactive = false, jsonl = false;
+  std::int64_t parallel = 0;  // > 0: one prompt per line of -f, batched
   fucina::model::LoadOptions load;
   std::int64_t n_predict = 128, ctx = 0, batch = 512;
   int threads = 0;
@@ -171,6 +180,11 @@ Options parse(std::span<char* const> args) {
     else if (parse_load_flag(a, o.load)) {}  // --fast-prefill, --no-repack
     else if (a == "--system") o.system = value();
     else if (a == "-i" || a == "--interactive") o.interactive = true;
+    else if (a == "--parallel") {
+      o.parallel = parse_num<std::int64_t>(a, value());
+      if (o.parallel < 1) throw UsageError{fmt::format("--parallel must be at least 1, got {}", o.parallel)};
+    }
+    else if (a == "--jsonl") o.jsonl = true;
     else if (a == "--kv-type") {
       const std::string t = value();
       if (t == "f16") o.kv = fucina::DType::f16;
@@ -183,6 +197,11 @@ Options parse(std::span<char* const> args) {
   if (o.ctx < 0) throw UsageError{fmt::format("--ctx must be positive, got {}", o.ctx)};
   if (o.batch < 1) throw UsageError{fmt::format("--batch must be at least 1, got {}", o.batch)};
   if (o.n_predict < -1) throw UsageError{fmt::format("-n must be >= -1, got {}", o.n_predict)};
+  if (o.parallel > 0 && (o.prompt_file.empty() || o.have_prompt))
+    throw UsageError{"--parallel reads its prompts from -f FILE (one per line), not -p"};
+  if (o.parallel > 0 && (o.interactive || o.echo || !o.dump_logits.empty()))
+    throw UsageError{"--parallel does not combine with -i, --echo or --dump-logits"};
+  if (o.jsonl && o.parallel == 0) throw UsageError{"--jsonl needs --parallel N"};
   return o;
 }
 
@@ -272,6 +291,58 @@ void interactive_loop(const Options& o, const fucina::model::Model& model, const
   }
 }
 
+// --parallel: every line of the file is a prompt (--chat: a user message); the results
+// print in file order once all are done, labelled or as JSON lines.
+int run_parallel(const Options& o, const fucina::model::Model& model, const tk::Tokenizer& tok, fucina::Context& ctx,
+                 std::int64_t n_ctx) {
+  std::vector<std::string> prompts;
+  std::istringstream lines(read_input_file(o.prompt_file));
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty()) prompts.push_back(line);
+  if (prompts.empty()) throw UsageError{fmt::format("{} holds no prompts (one per line)", o.prompt_file)};
+  gen::BatchGenerator b(model, tok, ctx,
+                        {.n_parallel = o.parallel, .n_ctx = n_ctx, .n_batch = std::max(o.batch, o.parallel), .kv_type = o.kv,
+                         .sampling = o.sampling});
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    std::vector<tk::ChatMessage> messages;
+    if (!o.system.empty()) messages.push_back({"system", o.system});
+    messages.push_back({"user", prompts[i]});
+    const std::string text = o.chat ? gen::render_chat(model.file(), tok, messages, true) : prompts[i];
+    const auto ids = tok.encode(text, {.add_special = true, .parse_special = o.chat || o.parse_special});
+    if (ids.empty()) throw UsageError{fmt::format("prompt {} encodes to no tokens", i + 1)};
+    try {
+      b.add(ids, {.max_tokens = o.n_predict, .stops = o.stops, .ignore_eos = o.ignore_eos});
+    } catch (const fucina::Error& e) {
+      if (e.code() != fucina::ErrorCode::InvalidArgument) throw;
+      throw fucina::Error(e.code(), fmt::format("prompt {}: {} (raise --ctx)", i + 1, e.what()));
+    }
+  }
+  const auto t0 = clock_type::now();
+  const auto results = b.run();
+  const double seconds = seconds_since(t0);
+  std::int64_t prompt_tokens = 0, gen_tokens = 0;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const gen::Result& r = results[i];
+    prompt_tokens += r.timings.prompt_tokens;
+    gen_tokens += r.timings.gen_tokens;
+    if (o.jsonl) {
+      const nlohmann::json line{{"index", i},
+                                {"prompt", prompts[i]},
+                                {"text", r.text},
+                                {"prompt_tokens", r.timings.prompt_tokens},
+                                {"tokens", r.timings.gen_tokens},
+                                {"stop", gen::to_string(r.reason)}};
+      write_out(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    } else {
+      write_out(fmt::format("--- [{}] {}\n{}\n", i + 1, prompts[i], r.text));
+    }
+  }
+  fmt::print(stderr, "fucina run: {} prompts, {} at a time: {} prompt + {} generated tokens in {:.1f} ms ({:.1f} tok/s)\n",
+             results.size(), o.parallel, prompt_tokens, gen_tokens, seconds * 1e3,
+             seconds > 0 ? static_cast<double>(prompt_tokens + gen_tokens) / seconds : 0.0);
+  return 0;
+}
+
 int run_main(std::span<char* const> args) {
   for (const char* a : args)
     if (std::string_view(a) == "-h" || std::string_view(a) == "--help") {
@@ -284,11 +355,11 @@ int run_main(std::span<char* const> args) {
     return 2;
   }
   if (!o.dump_logits.empty()) fucina::check_output_path(o.dump_logits, {o.model});  // before the model loads
-  if (!o.prompt_file.empty()) {
+  if (!o.prompt_file.empty() && o.parallel == 0) {
     o.prompt = read_input_file(o.prompt_file);
     o.have_prompt = true;
   }
-  if (!o.have_prompt && !o.interactive) throw UsageError{"missing -p PROMPT (or -f FILE, or -i for a chat)"};
+  if (!o.have_prompt && !o.interactive && o.parallel == 0) throw UsageError{"missing -p PROMPT (or -f FILE, or -i for a chat)"};
   if (!o.system.empty() && !o.chat && !o.interactive) throw UsageError{"--system needs --chat or -i"};
   if (!o.have_seed) o.sampling.seed = std::random_device{}();
   fucina::sample::validate(o.sampling);
@@ -302,6 +373,7 @@ int run_main(std::span<char* const> args) {
   const tk::Tokenizer tok(tk::load_tokenizer_data(model.file()));
   const auto& cfg = model.config();
   const std::int64_t n_ctx = o.ctx > 0 ? o.ctx : cfg.n_ctx_train;
+  if (o.parallel > 0) return run_parallel(o, model, tok, ctx, n_ctx);
   // The cache first: a context too large for the machine is then the only line printed.
   gen::Generator g(model, tok, ctx, {.n_ctx = n_ctx, .kv_type = o.kv, .n_batch = o.batch, .sampling = o.sampling});
   fmt::print(stderr, "fucina run: {} ({}, {} layers, embd {}, vocab {}), ctx {}, {} threads, seed {}, load {:.0f} ms\n",

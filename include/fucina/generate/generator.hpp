@@ -146,7 +146,6 @@ class Generator {
   model::KvCache cache_;
   sample::Sampler sampler_;
   std::shared_ptr<const grammar::Vocabulary> vocabulary_;
-  std::vector<float> masked_;  // the logits row with refused tokens at -inf
   std::vector<tokenizer::TokenId> cached_;  // the tokens whose K/V the cache holds
   std::vector<float> logits_;
   tokenizer::TokenId unrun_ = tokenizer::null_token;  // sampled, not yet through the model

@@ -17,6 +17,7 @@
 #include <span>
 
 #include "fucina/model/kv_cache.hpp"
+#include "fucina/model/paged_kv_cache.hpp"
 #include "fucina/model/weights.hpp"
 
 namespace fucina::model {
@@ -24,11 +25,21 @@ namespace fucina::model {
 // The rows of one forward (Note [One forward] in model.hpp). Inference: new tokens of one
 // sequence at `positions`, after the rows in `cache`. Training (no cache): whole sequences,
 // rows [seq_starts[i], seq_starts[i + 1]) being sequence i, at positions 0, 1, ...
+// Batched inference (`paged`, Note [Batched forward] in model.hpp): rows [seq_starts[i],
+// seq_starts[i + 1]) are new tokens of sequence seq_ids[i], after its rows in `paged`.
 struct Batch {
-  std::span<const std::int32_t> positions;
+  std::span<const std::int32_t> positions{};
   KvCache* cache = nullptr;
-  std::span<const std::int64_t> seq_starts;
+  std::span<const std::int64_t> seq_starts{};
+  PagedKvCache* paged = nullptr;
+  std::span<const SeqId> seq_ids{};
+  // The rows whose output is wanted when a block prunes (llama.cpp's inp_out_ids); empty:
+  // the last row.
+  std::span<const std::int64_t> out_rows{};
 };
+
+// The rows of x a pruning block keeps (Batch::out_rows), contiguous.
+Tensor<"seq", "embd"> output_rows(Context& ctx, const Tensor<"seq", "embd">& x, const Batch& batch);
 
 // h: the normed hidden states of the batch's rows.
 Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& config, const LayerWeights& w, std::int64_t layer,

@@ -33,12 +33,16 @@ class KvCache {
   void store(Context& ctx, std::int64_t layer, const Rows& k, const Rows& v);
   Cached keys(Context& ctx, std::int64_t layer, std::int64_t n) const;
   Cached values(Context& ctx, std::int64_t layer, std::int64_t n) const;
-  // The stored f16 rows themselves (an f16 cache only), for flash_attention_f16.
-  TensorT<DType::f16, "kseq", "kvh", "hd"> keys_f16(std::int64_t layer, std::int64_t n) const;
-  TensorT<DType::f16, "kseq", "kvh", "hd"> values_f16(std::int64_t layer, std::int64_t n) const;
+  // The stored rows themselves, in the cache's type (views, no copy).
+  RawTensor stored_keys(std::int64_t layer, std::int64_t n) const;
+  RawTensor stored_values(std::int64_t layer, std::int64_t n) const;
   void advance(std::int64_t n);
 
+  // Throws InvalidArgument when K/V for n_positions do not fit in this machine's memory.
+  static void check_fits(const ModelConfig& config, std::int64_t n_positions, DType dtype);
+
  private:
+  RawTensor stored(const RawTensor& t, std::int64_t n) const;
   Cached read(Context& ctx, const RawTensor& t, std::int64_t n) const;
   std::int64_t n_ctx_ = 0;
   std::int64_t size_ = 0;

@@ -11,9 +11,10 @@ namespace fucina::model {
 // down(silu(gate(h)) * up(h)).
 Tensor<"seq", "embd"> swiglu_ffn(Context& ctx, const LayerWeights& w, const Tensor<"seq", "embd">& h);
 
-// last_row_only: after attention keep only the last row (llama.cpp's inp_out_ids pruning
-// in the last layer), so the FFN runs on one row, with ggml's one-row (vec_dot) sums.
+// prune: after attention keep only the batch's output rows (output_rows: llama.cpp's
+// inp_out_ids pruning in the last layer), so the FFN of a solo forward runs on one row, with
+// ggml's one-row (vec_dot) sums.
 Tensor<"seq", "embd"> llama_block(Context& ctx, const ModelConfig& config, const LayerWeights& w, std::int64_t layer,
-                                  const Tensor<"seq", "embd">& x, const Batch& batch, bool last_row_only = false);
+                                  const Tensor<"seq", "embd">& x, const Batch& batch, bool prune = false);
 
 }  // namespace fucina::model

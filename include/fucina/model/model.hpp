@@ -14,6 +14,21 @@
 // attached with Weight::add_lora, or f32 copies of the weights as variables (full
 // training). Attention over the sequence takes prefill_attention's arithmetic on f32 K/V,
 // so the training logits equal, bit for bit, forward_all() over an f32 KV cache.
+//
+// Note [Batched forward]: forward_batch() runs new tokens of many sequences of a
+// PagedKvCache in one forward: every weight is read once per step for all rows (the
+// products take any number of rows; MoE groups the rows routed to each expert). Per-row
+// work (norms, RoPE at each row's position) is row-independent, and attention runs per
+// sequence over its own keys with the kernel its solo forward() of the same chunk picks
+// (attention.hpp): a sequence's attention takes the arithmetic of running it alone. What
+// differs is the order of the weight products' sums: ggml (and so Fucina) sums one row
+// with vec_dot and several with tinyBLAS tiles (weights.hpp linear_ggml), so a decode row
+// batched with others takes the tiled order where its solo run took the vec order. Logits
+// then differ in the last bits, and an f16 KV cache or f16 activations (f16 weights) can
+// turn one ulp into one f16 rounding: measured over 8 staggered sequences
+// (tests/model/batch_forward_test.cpp) 1.4e-6 with f32 weights and an f32 cache, 2e-4 to
+// 4e-3 with an f16 cache, 0 for Q8_0/Q4_K (their products are row-independent); greedy
+// picks the same. A sequence alone in a batch is its solo forward bit for bit.
 #include <filesystem>
 #include <span>
 
@@ -45,6 +60,20 @@ class Model {
   Tensor<"seq", "vocab"> forward_all(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const;
   Tensor<"vocab"> prefill(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids,
                           std::int64_t n_batch = 512) const;
+
+  // A multi-sequence cache (Note [Paged KV cache]) of n_tokens positions shared by all
+  // sequences, each at most n_ctx (<= 0: the training context).
+  PagedKvCache new_paged_cache(Context& ctx, std::int64_t n_tokens, std::int64_t n_ctx = 0,
+                               DType dtype = DType::f16) const;
+  // Note [Batched forward]: the chunks' tokens, each after its sequence's cached positions,
+  // in one forward; row i of the result is the logits of the last token of chunks[i]. A
+  // sequence appears at most once. Throws (no sequence grows) for bad ids or a chunk that does
+  // not fit.
+  struct SeqChunk {
+    SeqId seq;
+    std::span<const std::int32_t> ids;
+  };
+  Tensor<"seq", "vocab"> forward_batch(Context& ctx, PagedKvCache& cache, std::span<const SeqChunk> chunks) const;
 
   // Logits of every row, recording autograd nodes where weights are variables: rows
   // [seq_starts[i], seq_starts[i + 1]) of ids are sequence i, from position 0 (empty

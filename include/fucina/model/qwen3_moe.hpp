@@ -17,6 +17,6 @@ Tensor<"seq", "embd"> moe_ffn(Context& ctx, const ModelConfig& config, const Lay
                               const Tensor<"seq", "embd">& h);
 
 Tensor<"seq", "embd"> qwen3moe_block(Context& ctx, const ModelConfig& config, const LayerWeights& w, std::int64_t layer,
-                                     const Tensor<"seq", "embd">& x, const Batch& batch, bool last_row_only = false);
+                                     const Tensor<"seq", "embd">& x, const Batch& batch, bool prune = false);
 
 }  // namespace fucina::model

@@ -1,0 +1,87 @@
+#pragma once
+// A key/value cache shared by many sequences (batched decode, model.hpp Note [Batched
+// forward]): one budget of fixed-size blocks, each sequence a table of blocks.
+//
+// Note [Paged KV cache]: every layer holds K and V as [n_blocks · block_size, kvh, hd]
+// (f16 by default, or f32). Position p of a sequence lives in row p % block_size of block
+// table[p / block_size]. Blocks are reference counted: fork(src, n) starts a sequence with
+// the first n positions of src, sharing src's full blocks without copying them; the rows of
+// a partly filled last block are copied into a block of its own, so a block is only ever
+// written by its one owner. close() hands back the blocks no other sequence holds. A
+// sequence has a context limit n_ctx, as a solo KvCache's capacity (it also picks the
+// split of Note [split decode], so a batched row gets its solo run's arithmetic).
+// Attention reads a sequence's rows gathered into one contiguous [n, kvh, hd] tensor, so
+// the kernels of a solo cache run unchanged (the gather copies the rows once per layer and
+// step: the price of not teaching the kernels block tables yet).
+//
+// The protocol per sequence is Note [KV cache protocol] in kv_cache.hpp: reserve(), then per
+// layer store() and keys()/values(), then advance() once every layer is done.
+#include <cstdint>
+#include <vector>
+
+#include "fucina/model/kv_cache.hpp"
+
+namespace fucina::model {
+
+using SeqId = std::int32_t;
+
+class PagedKvCache {
+ public:
+  using Rows = KvCache::Rows;
+
+  static constexpr std::int64_t default_block_size = 32;
+  // n_tokens: the budget, in positions, shared by all sequences (rounded up to whole blocks).
+  PagedKvCache(Context& ctx, const ModelConfig& config, std::int64_t n_tokens, std::int64_t n_ctx,
+               DType dtype = DType::f16, std::int64_t block_size = default_block_size);
+  // The budget that holds n_seqs sequences of n positions each at once (whole blocks each).
+  static std::int64_t budget_for(std::int64_t n_seqs, std::int64_t n, std::int64_t block_size = default_block_size) {
+    return n_seqs * ((n + block_size - 1) / block_size * block_size);
+  }
+
+  std::int64_t capacity() const { return n_ctx_; }  // per sequence
+  std::int64_t block_size() const { return block_size_; }
+  std::int64_t total_blocks() const { return static_cast<std::int64_t>(refs_.size()); }
+  std::int64_t free_blocks() const { return static_cast<std::int64_t>(free_.size()); }
+  DType dtype() const { return dtype_; }
+
+  SeqId open();  // a new empty sequence
+  // A new sequence holding the first n positions of src (Note [Paged KV cache]).
+  SeqId fork(Context& ctx, SeqId src, std::int64_t n);
+  void close(SeqId seq);
+  bool is_open(SeqId seq) const;
+  std::int64_t size(SeqId seq) const;
+
+  // How many free blocks reserve(seq, n) would take.
+  std::int64_t blocks_needed(SeqId seq, std::int64_t n) const;
+  // Makes room for n more positions of seq; throws InvalidArgument, naming the limit, when
+  // the sequence's context or the shared budget cannot hold them.
+  void reserve(SeqId seq, std::int64_t n);
+  // k/v: the rows of positions size(seq) .. size(seq) + n - 1, reserved.
+  void store(Context& ctx, std::int64_t layer, SeqId seq, const Rows& k, const Rows& v);
+  // The first n positions of seq, contiguous, in the cache's type.
+  RawTensor keys(Context& ctx, std::int64_t layer, SeqId seq, std::int64_t n) const;
+  RawTensor values(Context& ctx, std::int64_t layer, SeqId seq, std::int64_t n) const;
+  void advance(SeqId seq, std::int64_t n);
+
+ private:
+  struct Sequence {
+    bool open = false;
+    std::int64_t size = 0;
+    std::vector<std::int32_t> blocks{};
+  };
+  const Sequence& at(SeqId seq) const;
+  std::int32_t take_block();
+  void release(std::int32_t block);
+  // Rows [row, row + n) of block b in the pool of one layer.
+  RawTensor rows(const RawTensor& pool, std::int32_t block, std::int64_t row, std::int64_t n) const;
+  RawTensor gather(Context& ctx, const RawTensor& pool, const Sequence& s, std::int64_t n) const;
+
+  std::int64_t n_ctx_, block_size_;
+  DType dtype_;
+  std::vector<RawTensor> k_, v_;  // [n_blocks · block_size, kvh, hd] per layer
+  std::vector<std::int32_t> refs_;  // per block: how many sequences hold it
+  std::vector<std::int32_t> free_;  // blocks nobody holds
+  std::vector<Sequence> seqs_;      // indexed by SeqId; closed ids are reused
+};
+
+}  // namespace fucina::model

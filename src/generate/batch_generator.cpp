@@ -1,0 +1,189 @@
+#include "fucina/generate/batch_generator.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include "fucina/core/error.hpp"
+
+namespace fucina::generate {
+
+namespace {
+using clock_type = std::chrono::steady_clock;
+double seconds_between(clock_type::time_point a, clock_type::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+}  // namespace
+
+struct BatchGenerator::Sequence {
+  std::vector<tokenizer::TokenId> prompt;
+  std::unique_ptr<Request> request;  // TokenStream holds a reference: a stable address
+  std::unique_ptr<sample::Sampler> sampler;
+  std::unique_ptr<TokenStream> out;
+  model::SeqId seq = -1;
+  std::size_t fed = 0;     // prompt tokens in the cache
+  std::size_t reused = 0;  // of those, forked from another sequence
+  tokenizer::TokenId unrun = tokenizer::null_token;
+  bool done = false;
+  Result result;
+  clock_type::time_point admitted, prompt_done;
+};
+
+BatchGenerator::BatchGenerator(const model::Model& model, const tokenizer::Tokenizer& tok, Context& ctx,
+                               const BatchOptions& options)
+    : model_(model),
+      tok_(tok),
+      ctx_(ctx),
+      options_(options),
+      cache_([&] {
+        FUCINA_CHECK(options.n_parallel >= 1, InvalidArgument, "[generate] --parallel must be at least 1, got {}",
+                     options.n_parallel);
+        FUCINA_CHECK(options.n_batch >= options.n_parallel, InvalidArgument,
+                     "[generate] the batch of {} tokens cannot hold one row of each of {} sequences", options.n_batch,
+                     options.n_parallel);
+        const std::int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : model.config().n_ctx_train;
+        const std::int64_t n_kv = options.n_kv > 0 ? options.n_kv : model::PagedKvCache::budget_for(options.n_parallel, n_ctx);
+        return model.new_paged_cache(ctx, n_kv, n_ctx, options.kv_type);
+      }()) {}
+
+BatchGenerator::~BatchGenerator() = default;
+
+std::size_t BatchGenerator::add(std::span<const tokenizer::TokenId> prompt, Request request) {
+  FUCINA_CHECK(!prompt.empty(), InvalidArgument, "[generate] the prompt has no tokens");
+  if (static_cast<std::int64_t>(prompt.size()) >= cache_.capacity())
+    fail(ErrorCode::InvalidArgument,
+         fmt::format("the prompt has {} tokens, the context holds {}", prompt.size(), cache_.capacity()));
+  Sequence s;
+  s.prompt.assign(prompt.begin(), prompt.end());
+  s.request = std::make_unique<Request>(std::move(request));
+  s.sampler = std::make_unique<sample::Sampler>(s.request->sampling ? *s.request->sampling : options_.sampling);
+  for (const auto id : s.prompt) s.sampler->accept(id);
+  if (s.request->grammar && !options_.vocabulary) options_.vocabulary = grammar_vocabulary(tok_);
+  s.out = std::make_unique<TokenStream>(tok_, *s.request, cache_.capacity(), options_.vocabulary);
+  seqs_.push_back(std::move(s));
+  queue_.push_back(seqs_.size() - 1);
+  return seqs_.size() - 1;
+}
+
+bool BatchGenerator::finished(std::size_t request) const { return seqs_.at(request).done; }
+const Result& BatchGenerator::result(std::size_t request) const {
+  FUCINA_CHECK(finished(request), InvalidArgument, "[generate] request {} has not finished", request);
+  return seqs_[request].result;
+}
+
+void BatchGenerator::admit() {
+  while (!queue_.empty() && static_cast<std::int64_t>(running_.size()) < options_.n_parallel) {
+    Sequence& s = seqs_[queue_.front()];
+    queue_.pop_front();
+    s.admitted = clock_type::now();
+    // The longest prompt prefix a running sequence has already run, at least one block and
+    // never the last prompt token (its logits are needed): forked, not run again.
+    std::size_t best = 0;
+    const Sequence* from = nullptr;
+    for (const std::size_t r : running_) {
+      const Sequence& o = seqs_[r];
+      const auto common = static_cast<std::size_t>(
+          std::mismatch(o.prompt.begin(), o.prompt.begin() + static_cast<std::ptrdiff_t>(o.fed), s.prompt.begin(),
+                        s.prompt.end())
+              .first -
+          o.prompt.begin());
+      const std::size_t usable = std::min(common, s.prompt.size() - 1);
+      if (usable > best) best = usable, from = &o;
+    }
+    if (from != nullptr && static_cast<std::int64_t>(best) >= cache_.block_size() && cache_.free_blocks() > 0) {
+      s.seq = cache_.fork(ctx_, from->seq, static_cast<std::int64_t>(best));
+      s.fed = s.reused = best;
+    } else {
+      s.seq = cache_.open();
+    }
+    running_.push_back(static_cast<std::size_t>(&s - seqs_.data()));
+  }
+}
+
+void BatchGenerator::finish(Sequence& s) {
+  const auto now = clock_type::now();
+  s.result = s.out->finish();
+  s.result.timings = {.prompt_tokens = static_cast<std::int64_t>(s.prompt.size() - s.reused),
+                      .prompt_seconds = seconds_between(s.admitted, s.prompt_done),
+                      .gen_tokens = static_cast<std::int64_t>(s.result.tokens.size()),
+                      .gen_seconds = seconds_between(s.prompt_done, now),
+                      .grammar_seconds = s.out->grammar_seconds()};
+  cache_.close(s.seq);
+  s.done = true;
+  s.out.reset();
+  s.sampler.reset();
+}
+
+bool BatchGenerator::step() {
+  admit();
+  if (running_.empty()) return false;
+  std::vector<model::Model::SeqChunk> chunks;
+  std::vector<std::size_t> owners;  // the request of each chunk
+  std::int64_t budget = options_.n_batch, free_blocks = cache_.free_blocks();
+  const auto take = [&](std::size_t r, std::span<const tokenizer::TokenId> ids) {
+    const std::int64_t blocks = cache_.blocks_needed(seqs_[r].seq, static_cast<std::int64_t>(ids.size()));
+    if (blocks > free_blocks) return false;
+    free_blocks -= blocks;
+    budget -= static_cast<std::int64_t>(ids.size());
+    chunks.push_back({seqs_[r].seq, ids});
+    owners.push_back(r);
+    return true;
+  };
+  for (const std::size_t r : running_) {  // decode rows
+    Sequence& s = seqs_[r];
+    if (s.unrun == tokenizer::null_token || !s.out->wants_more()) continue;
+    if (cache_.size(s.seq) >= cache_.capacity()) {
+      s.out->stop(StopReason::ContextFull);
+      continue;
+    }
+    take(r, std::span(&s.unrun, 1));
+  }
+  for (const std::size_t r : running_) {  // prompt chunks
+    Sequence& s = seqs_[r];
+    if (budget <= 0) break;
+    if (s.fed == s.prompt.size()) continue;
+    const std::size_t n = std::min(s.prompt.size() - s.fed, static_cast<std::size_t>(budget));
+    take(r, std::span(s.prompt).subspan(s.fed, n));
+  }
+  if (chunks.empty()) {  // nothing fits the KV budget: free the latest sequence's blocks
+    for (auto it = running_.rbegin(); it != running_.rend(); ++it)
+      if (!seqs_[*it].out->ended()) {
+        seqs_[*it].out->stop(StopReason::ContextFull);
+        break;
+      }
+  } else {
+    const auto logits = model_.forward_batch(ctx_, cache_, chunks).to_vector();
+    const auto vocab = static_cast<std::size_t>(model_.config().n_vocab);
+    for (std::size_t j = 0; j < chunks.size(); ++j) {
+      Sequence& s = seqs_[owners[j]];
+      const std::span<const float> row(logits.data() + j * vocab, vocab);
+      if (s.fed < s.prompt.size()) {
+        s.fed += chunks[j].ids.size();
+        if (s.fed < s.prompt.size()) continue;
+        s.prompt_done = clock_type::now();
+        if (!s.out->wants_more()) continue;
+      }
+      s.unrun = s.out->push(*s.sampler, row);
+    }
+  }
+  std::erase_if(running_, [&](std::size_t r) {
+    Sequence& s = seqs_[r];
+    if (s.fed == s.prompt.size()) s.out->wants_more();  // ends at max_tokens now, not a step later
+    if (!s.out->ended()) return false;
+    finish(s);
+    return true;
+  });
+  return true;
+}
+
+std::vector<Result> BatchGenerator::run() {
+  while (step()) {
+  }
+  std::vector<Result> results;
+  for (const Sequence& s : seqs_) results.push_back(s.result);
+  return results;
+}
+
+}  // namespace fucina::generate
