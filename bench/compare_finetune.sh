@@ -59,10 +59,11 @@ head -c 24000 "$t/text.txt" > "$t/llama.txt"
 start=$(date +%s.%N)
 "$peers/llama-finetune" -m "$t/small.gguf" -f "$t/llama.txt" -c 256 -b 256 -ub 256 -t 2 --epochs 1 > "$t/lf.out" 2> "$t/lf.err" || true
 end=$(date +%s.%N)
-steps=$(grep -o 'data=[0-9]*/[0-9]*' "$t/lf.err" | tail -1 | cut -d/ -f2 | sed 's/^0*//')
-vsteps=$(grep -o 'val: .*data=[0-9]*/[0-9]*' "$t/lf.err" | grep -o 'data=[0-9]*/[0-9]*' | tail -1 | cut -d/ -f2 | sed 's/^0*//')
-train_t=$(grep -o 't=[0-9:]*' "$t/lf.err" | grep -v 't=00:00:0[0-2]$' | tail -2 | head -1 | cut -d= -f2)
-echo "llama-finetune (ctx 256, 1 sequence per step): $steps train steps, progress clock $train_t (wall incl. load + ${vsteps:-0} val steps: $(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}') s)"
+train_lines=$(tr '\r' '\n' < "$t/lf.err" | grep '^train:')
+steps=$(echo "$train_lines" | tail -1 | grep -o 'data=[0-9]*/[0-9]*' | cut -d/ -f2 | sed 's/^0*//')
+clock=$(echo "$train_lines" | tail -1 | grep -o 't=[0-9:]*' | cut -d= -f2)
+secs=$(echo "$clock" | awk -F: '{print $1 * 3600 + $2 * 60 + $3}')
+echo "llama-finetune (ctx 256, 1 sequence per step): $steps steps in $clock by its progress clock: $(awk -v s="$secs" -v n="$steps" 'BEGIN {printf "%.0f ms/step, %.0f tokens/s", s / n * 1000, n * 256 / s}') (wall incl. load and validation: $(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}') s)"
 
 echo "== 4. thread scaling, full step batch 8x256"
 tok_1=$(fucina_step "$t/small.gguf" --data "$t/text.txt" -o "$t/f.gguf" --ctx 256 --batch 8 --steps 6 -t 1)
