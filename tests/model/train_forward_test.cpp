@@ -23,6 +23,14 @@ std::vector<Case> cases() { return test::every_format_cases(); }
 
 std::filesystem::path make_model(const Case& c) { return test::make_synth_model(c, "train_fwd"); }
 
+// The case's model, loaded (the file is removed once mapped).
+model::Model load_model(const Case& c) {
+  const auto path = make_model(c);
+  auto m = model::Model::load(path);
+  std::filesystem::remove(path);
+  return m;
+}
+
 std::vector<std::int32_t> tokens(std::int64_t n, std::int64_t vocab, std::int32_t salt) {
   std::vector<std::int32_t> t(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) t[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 37 + salt * 11 + 5) % vocab);
@@ -34,9 +42,7 @@ class TrainForward : public ::testing::TestWithParam<Case> {};
 TEST_P(TrainForward, LogitsEqualInference) {
   const Case& c = GetParam();
   Context ctx({.threads = 2});  // before the model, whose adapters it allocates
-  const auto path = make_model(c);
-  auto m = model::Model::load(path);
-  std::filesystem::remove(path);
+  auto m = load_model(c);
   const std::int64_t vocab = m.config().n_vocab;
   // Two sequences, one under and one over llama.cpp's 64-row tiled threshold.
   const auto a = tokens(21, vocab, 1), b = tokens(70, vocab, 2);
@@ -64,9 +70,7 @@ TEST_P(TrainForward, LogitsEqualInference) {
 TEST_P(TrainForward, ZeroLoraChangesNothingAndGetsGradients) {
   const Case& c = GetParam();
   Context ctx({.threads = 2});  // before the model, whose adapters it allocates
-  const auto path = make_model(c);
-  auto m = model::Model::load(path);
-  std::filesystem::remove(path);
+  auto m = load_model(c);
   const auto ids = tokens(33, m.config().n_vocab, 3);
   const auto plain = m.forward_train(ctx, ids).to_vector();
 
