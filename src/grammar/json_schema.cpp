@@ -809,7 +809,7 @@ Grammar from_json_schema_text(std::string_view schema_text, std::vector<std::str
   nlohmann::ordered_json schema;
   try {
     schema = nlohmann::ordered_json::parse(schema_text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse errors, and numbers past double's range (1e900)
     fail(ErrorCode::InvalidArgument, fmt::format("JSON schema: not valid JSON ({})", e.what()));
   }
   return from_json_schema(schema, warnings);

@@ -175,3 +175,15 @@ TEST(JsonSchema, ErrorsNameThePath) {
 }
 
 }  // namespace
+
+// Found by grammar_fuzz: a number past double's range is nlohmann's out_of_range, not a
+// parse_error; it must be the same clear error (it was an uncaught exception).
+TEST(JsonSchemaText, NumberOverflowIsAClearError) {
+  try {
+    (void)fucina::grammar::from_json_schema_text(R"({"type": "integer", "maximum": 1e900})");
+    FAIL() << "accepted a schema with 1e900";
+  } catch (const fucina::Error& e) {
+    EXPECT_EQ(e.code(), fucina::ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("not valid JSON"), std::string::npos) << e.what();
+  }
+}
