@@ -146,29 +146,28 @@ void write_lora(const std::filesystem::path& out, const LoraAdapter& adapter) {
   w.write_file(out);
 }
 
-std::vector<std::string> lora_target_tensors(const gguf::Reader& base, std::string_view targets) {
-  static constexpr std::array<std::pair<std::string_view, std::string_view>, 7> names{{{"q", "attn_q"},
-                                                                                        {"k", "attn_k"},
-                                                                                        {"v", "attn_v"},
-                                                                                        {"o", "attn_output"},
-                                                                                        {"gate", "ffn_gate"},
-                                                                                        {"up", "ffn_up"},
-                                                                                        {"down", "ffn_down"}}};
-  std::vector<std::string> suffixes;  // ".attn_q.weight" style
-  std::size_t b = 0;
-  while (true) {
-    const std::size_t e = std::min(targets.find(',', b), targets.size());
-    const std::string_view t = targets.substr(b, e - b);
-    bool known = false;
-    for (const auto& [shortname, tensor] : names)
-      if (t == shortname) {
-        suffixes.push_back(fmt::format(".{}.weight", tensor));
-        known = true;
-      }
-    FUCINA_CHECK(known, InvalidArgument, "[lora] unknown LoRA target '{}' (known: q, k, v, o, gate, up, down)", t);
-    if (e == targets.size()) break;
+std::vector<std::string> parse_lora_targets(std::string_view list) {
+  std::vector<std::string> out;
+  if (list == "all") {
+    for (const LoraTarget& t : lora_targets) out.emplace_back(t.name);
+    return out;
+  }
+  for (std::size_t b = 0; b <= list.size();) {
+    const std::size_t e = std::min(list.find(',', b), list.size());
+    const std::string_view name = list.substr(b, e - b);
+    FUCINA_CHECK(std::any_of(std::begin(lora_targets), std::end(lora_targets), [&](const LoraTarget& t) { return t.name == name; }),
+                 InvalidArgument, "[lora] unknown LoRA target '{}' (known: q, k, v, o, gate, up, down)", name);
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.emplace_back(name);
     b = e + 1;
   }
+  return out;
+}
+
+std::vector<std::string> lora_target_tensors(const gguf::Reader& base, std::string_view targets) {
+  std::vector<std::string> suffixes;  // ".attn_q.weight" style
+  for (const std::string& name : parse_lora_targets(targets))
+    for (const LoraTarget& t : lora_targets)
+      if (t.name == name) suffixes.push_back(fmt::format(".{}.weight", t.tensor));
   std::vector<std::string> out;
   std::vector<bool> found(suffixes.size(), false);
   for (const auto& t : base.tensors()) {

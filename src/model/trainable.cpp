@@ -24,21 +24,6 @@ void zero_grads(std::span<const Trainable> params) {
   for (const Trainable& t : params) t.leaf->set_grad({});
 }
 
-std::vector<std::string> parse_lora_targets(std::string_view list) {
-  std::vector<std::string> out;
-  if (list == "all") return {std::begin(lora_target_names), std::end(lora_target_names)};
-  std::size_t b = 0;
-  while (b <= list.size()) {
-    const std::size_t e = std::min(list.find(',', b), list.size());
-    const std::string_view name = list.substr(b, e - b);
-    FUCINA_CHECK(std::find(std::begin(lora_target_names), std::end(lora_target_names), name) != std::end(lora_target_names),
-                 InvalidArgument, "[lora] unknown target '{}' (choose from q,k,v,o,gate,up,down or all)", name);
-    if (std::find(out.begin(), out.end(), name) == out.end()) out.emplace_back(name);
-    b = e + 1;
-  }
-  return out;
-}
-
 namespace {
 
 template <AnyTensor T>
@@ -46,16 +31,19 @@ Trainable leaf_of(std::string name, const T& var) {
   return Trainable{std::move(name), var.raw(), var.node()};
 }
 
-// Calls fn(name, weight) for the targeted matrices of layer l (short name t).
+// Calls fn(name, weight) for the matrix short name t (lora_targets) of block b ("blk.N.").
 template <class F>
 void for_each_target(LayerWeights& L, const std::string& b, std::string_view t, F&& fn) {
-  if (t == "q") fn(b + "attn_q.weight", L.wq);
-  if (t == "k") fn(b + "attn_k.weight", L.wk);
-  if (t == "v") fn(b + "attn_v.weight", L.wv);
-  if (t == "o") fn(b + "attn_output.weight", L.wo);
-  if (t == "gate") fn(b + "ffn_gate.weight", L.gate);
-  if (t == "up") fn(b + "ffn_up.weight", L.up);
-  if (t == "down") fn(b + "ffn_down.weight", L.down);
+  const auto* target = std::find_if(std::begin(lora_targets), std::end(lora_targets), [&](const LoraTarget& x) { return x.name == t; });
+  FUCINA_ASSERT(target != std::end(lora_targets));
+  const std::string name = fmt::format("{}{}.weight", b, target->tensor);
+  if (t == "q") fn(name, L.wq);
+  if (t == "k") fn(name, L.wk);
+  if (t == "v") fn(name, L.wv);
+  if (t == "o") fn(name, L.wo);
+  if (t == "gate") fn(name, L.gate);
+  if (t == "up") fn(name, L.up);
+  if (t == "down") fn(name, L.down);
 }
 
 // The f32 copy of a stored matrix [rows, cols].
@@ -176,8 +164,8 @@ void apply_lora(Context& ctx, ModelWeights& w, const LoraAdapter& adapter, float
   std::size_t used = 0;
   for (std::size_t l = 0; l < w.layers.size(); ++l) {
     const std::string b = fmt::format("blk.{}.", l);
-    for (std::string_view t : lora_target_names)
-      for_each_target(w.layers[l], b, t, [&](const std::string& name, auto& m) {
+    for (const LoraTarget& target : lora_targets)
+      for_each_target(w.layers[l], b, target.name, [&](const std::string& name, auto& m) {
         using W = std::remove_reference_t<decltype(m)>;
         const LoraMatrix* f = adapter.find(name);
         if (!f || !m.defined()) return;

@@ -61,6 +61,18 @@ void check_lora_matches(const LoraAdapter& adapter, const gguf::Reader& base);
 // AtomicFile (core/atomic_file.hpp): `out` is replaced only once complete.
 void write_lora(const std::filesystem::path& out, const LoraAdapter& adapter);
 
+// The matrices a LoRA may adapt: llama.cpp's short target names and the GGUF tensor each
+// names in a block (blk.N.<tensor>.weight).
+struct LoraTarget {
+  std::string_view name, tensor;
+};
+inline constexpr LoraTarget lora_targets[] = {{"q", "attn_q"},       {"k", "attn_k"},       {"v", "attn_v"},
+                                              {"o", "attn_output"},  {"gate", "ffn_gate"},  {"up", "ffn_up"},
+                                              {"down", "ffn_down"}};
+// "q,k,v,o" (any subset, comma-separated, duplicates dropped) or "all" -> the short names;
+// InvalidArgument naming an unknown one.
+std::vector<std::string> parse_lora_targets(std::string_view list);
+
 // "q,k,v,o,gate,up,down" (any subset, comma-separated) -> the base's 2-D tensors
 // blk.N.{attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down}.weight, in the base's
 // order. InvalidArgument for an unknown short name or one that matches no tensor.

@@ -30,18 +30,12 @@ optim::ParamRef param_ref(const Trainable& t);
 // Drops every accumulated gradient (before the next step's backward).
 void zero_grads(std::span<const Trainable> params);
 
-// Matrices a LoRA may adapt, by llama.cpp's short names.
-inline constexpr std::string_view lora_target_names[] = {"q", "k", "v", "o", "gate", "up", "down"};
-
 struct LoraSpec {
   std::int64_t rank = 8;
   float alpha = 16.f;                                  // scale = alpha / rank
-  std::vector<std::string> targets{"q", "k", "v", "o"};  // from lora_target_names
+  std::vector<std::string> targets{"q", "k", "v", "o"};  // names of lora_targets (lora.hpp)
   std::uint64_t seed = 0;
 };
-
-// Parses "q,k,v,o" (any of lora_target_names, or "all"); InvalidArgument naming a bad one.
-std::vector<std::string> parse_lora_targets(std::string_view list);
 
 // Attaches trainable LoRA factors to every targeted matrix of every layer: A uniform in
 // ±1/sqrt(n_in) (PEFT's default), B zero, so training starts from the base model.
