@@ -98,7 +98,11 @@ StepReport Finetune::run_step() {
   FUCINA_CHECK(step_ < total_, InvalidArgument, "[finetune] all {} steps are done", total_);
   const auto t0 = std::chrono::steady_clock::now();
   const std::int64_t epoch = step_ / steps_per_epoch_, pos = step_ % steps_per_epoch_;
-  const auto order = epoch_order(static_cast<std::int64_t>(train_.examples.size()), opt_.seed, epoch);
+  if (order_epoch_ != epoch) {  // the shuffle once per epoch, not per step
+    order_ = epoch_order(static_cast<std::int64_t>(train_.examples.size()), opt_.seed, epoch);
+    order_epoch_ = epoch;
+  }
+  const std::vector<std::int64_t>& order = order_;
   Rows rows;
   for (std::int64_t i = pos * opt_.batch; i < std::min<std::int64_t>((pos + 1) * opt_.batch, static_cast<std::int64_t>(order.size())); ++i)
     append(rows, train_.examples[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])]);

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "fucina/model/model.hpp"
 #include "fucina/model/trainable.hpp"
@@ -79,6 +80,8 @@ class Finetune {
   std::vector<model::Trainable> params_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::int64_t total_ = 0, steps_per_epoch_ = 0, step_ = 0;
+  std::vector<std::int64_t> order_;  // the examples of epoch order_epoch_ in training order
+  std::int64_t order_epoch_ = -1;
 };
 
 }  // namespace fucina::train
