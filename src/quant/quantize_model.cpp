@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -386,6 +389,7 @@ ModelPlan plan_quantization(const gguf::Reader& input, const QuantizeOptions& op
   });
 
   ModelPlan plan;
+  plan.kv_overrides = options.kv_overrides;
   const GgmlType def = options.copy_only ? GgmlType::F32 : default_type(options.ftype);
   plan.file_type = options.copy_only ? input_file_type(input, order) : static_cast<std::uint32_t>(options.ftype);
 
@@ -434,6 +438,44 @@ ModelPlan plan_quantization(const gguf::Reader& input, const QuantizeOptions& op
   return plan;
 }
 
+KvOverride parse_kv_override(std::string_view spec) {
+  const std::size_t eq = spec.find('=');
+  FUCINA_CHECK(eq != std::string_view::npos && eq > 0 && eq < 128, InvalidArgument,
+               "[quantize] malformed KV override '{}' (KEY=TYPE:VALUE, KEY under 128 bytes)", spec);
+  const std::string key(spec.substr(0, eq));
+  const std::string_view rest = spec.substr(eq + 1);
+  const auto value_of = [&](std::string_view type) -> std::optional<std::string> {
+    if (!rest.starts_with(type)) return std::nullopt;
+    return std::string(rest.substr(type.size()));
+  };
+  if (const auto v = value_of("int:")) {
+    std::int64_t i = 0;
+    const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), i);
+    FUCINA_CHECK(ec == std::errc{} && end == v->data() + v->size() && !v->empty(), InvalidArgument,
+                 "[quantize] KV override '{}': '{}' is not an integer", spec, *v);
+    const std::uint64_t mag = i < 0 ? 0 - static_cast<std::uint64_t>(i) : static_cast<std::uint64_t>(i);
+    FUCINA_CHECK(mag <= 0xFFFFFFFFu, InvalidArgument, "[quantize] KV override '{}': {} does not fit the u32 it is written as",
+                 spec, *v);
+    return {key, gguf::OwnedValue::scalar(static_cast<std::uint32_t>(mag))};
+  }
+  if (const auto v = value_of("float:")) {
+    char* end = nullptr;
+    const double d = std::strtod(v->c_str(), &end);
+    FUCINA_CHECK(!v->empty() && end == v->c_str() + v->size() && std::isfinite(static_cast<float>(d)), InvalidArgument,
+                 "[quantize] KV override '{}': '{}' is not a finite number", spec, *v);
+    return {key, gguf::OwnedValue::scalar(static_cast<float>(d))};
+  }
+  if (const auto v = value_of("bool:")) {
+    FUCINA_CHECK(*v == "true" || *v == "false", InvalidArgument, "[quantize] KV override '{}': a bool is true or false", spec);
+    return {key, gguf::OwnedValue::scalar(*v == "true")};
+  }
+  if (const auto v = value_of("str:")) {
+    FUCINA_CHECK(v->size() <= 127, InvalidArgument, "[quantize] KV override '{}': a string value is at most 127 bytes", spec);
+    return {key, gguf::OwnedValue::string(*v)};
+  }
+  fail(ErrorCode::InvalidArgument, fmt::format("[quantize] KV override '{}': TYPE must be int, float, bool or str", spec));
+}
+
 gguf::Writer output_layout(const gguf::Reader& input, const ModelPlan& plan) {
   gguf::Writer w;
   for (const gguf::KeyValue& kv : input.metadata()) w.set(kv.key, kv.value);
@@ -444,6 +486,10 @@ gguf::Writer output_layout(const gguf::Reader& input, const ModelPlan& plan) {
   w.erase("split.no");
   w.erase("split.count");
   w.erase("split.tensors.count");
+  for (const KvOverride& o : plan.kv_overrides) {
+    w.erase(o.key);
+    w.set(o.key, o.value);
+  }
   for (const TensorPlan& p : plan.tensors)
     w.add_tensor(p.name, p.dst_type, std::span<const std::int64_t>(p.ne.data(), p.n_dims));
   return w;

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -56,8 +57,13 @@ inline quant::QuantizeOptions golden_options(const QuantizeGolden& g, int n_thre
   quant::QuantizeOptions o;
   o.ftype = target->ftype;
   o.copy_only = target->copy_only;
-  o.pure = g.flags == "--pure";
-  o.leave_output = g.flags == "--leave-output-tensor";
+  std::istringstream flags(g.flags);
+  for (std::string f; flags >> f;) {
+    if (f == "--pure") o.pure = true;
+    else if (f == "--leave-output-tensor") o.leave_output = true;
+    else if (std::string kv; f == "--override-kv" && flags >> kv) o.kv_overrides.push_back(quant::parse_kv_override(kv));
+    else throw std::runtime_error("unknown golden flag " + f);
+  }
   o.n_threads = n_threads;
   return o;
 }

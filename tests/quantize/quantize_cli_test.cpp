@@ -115,6 +115,13 @@ TEST_F(QuantizeCli, ErrorsAreOneLineWithNonZeroExit) {
   EXPECT_EQ(r.status, 2);
   r = run_cli(cmd("--bogus a b Q8_0"));
   EXPECT_EQ(r.status, 2);
+  for (const char* kv : {"noequals", "k=int:12x", "k=float:nan", "k=bool:yes", "k=blob:1", "k=int:4294967296"}) {
+    r = run_cli(cmd(std::string("--override-kv '") + kv + "' '" + in_.string() + "' '" + out + "' Q8_0"));
+    EXPECT_EQ(r.status, 2) << kv;
+    EXPECT_TRUE(one_line(r)) << r.output;
+    EXPECT_NE(r.output.find("KV override"), std::string::npos) << r.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(out));
   EXPECT_EQ(run_cli(cmd("--help")).status, 0);
 }
 

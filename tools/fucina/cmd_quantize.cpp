@@ -36,6 +36,9 @@ void print_usage() {
       "  --leave-output-tensor    keep output.weight as it is\n"
       "  --allow-requantize       accept already-quantized inputs (dequantized first; lossy)\n"
       "  --dry-run                print the per-tensor plan and sizes, write nothing\n"
+      "  --override-kv KEY=TYPE:VALUE\n"
+      "                           set a metadata key in OUT (TYPE int, float, bool or str; as\n"
+      "                           llama-quantize: repeatable, int written as u32)\n"
       "  --llama-copy             COPY as llama-quantize does it (metadata and tensor order\n"
       "                           re-laid out); plain COPY re-emits IN byte for byte\n"
       "  -h, --help               this help\n"
@@ -127,6 +130,13 @@ int quantize_main(std::span<char* const> args) {
       dry_run = true;
     } else if (a == "--llama-copy") {
       llama_copy = true;
+    } else if (a == "--override-kv") {
+      if (i + 1 >= args.size()) throw fucina::cli::UsageError{fmt::format("{} needs a value", a)};
+      try {
+        opt.kv_overrides.push_back(fucina::quant::parse_kv_override(args[++i]));
+      } catch (const fucina::Error& e) {
+        throw fucina::cli::UsageError{e.what()};
+      }
     } else if (a.size() > 1 && a.starts_with("-")) {
       throw fucina::cli::UsageError{fmt::format("unknown option '{}' (see --help)", a)};
     } else {
@@ -157,7 +167,7 @@ int quantize_main(std::span<char* const> args) {
 
   // Before any work: OUT must be absent or a regular file other than IN (for every TYPE).
   fucina::check_output_path(pos[1], {pos[0]});
-  if (opt.copy_only && !llama_copy) {  // COPY: the input, byte for byte
+  if (opt.copy_only && !llama_copy && opt.kv_overrides.empty()) {  // COPY: the input, byte for byte
     const auto r = fucina::gguf::Reader::open(pos[0]);
     fucina::gguf::Writer::from_reader(r).write_file(pos[1]);
     fmt::print(stderr, "copied {} to {} unchanged ({:.2f} MiB)\n", pos[0], pos[1], mib(r.bytes().size()));

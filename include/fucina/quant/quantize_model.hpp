@@ -70,6 +70,16 @@ std::span<const QuantizeTarget> quantize_targets();
 // Case-insensitive lookup, aliases included (Q4_K = Q4_K_M, ...); nullopt when unknown.
 std::optional<QuantizeTarget> find_quantize_target(std::string_view name);
 
+// A metadata key set in the output, llama-quantize's `--override-kv KEY=TYPE:VALUE`: TYPE is
+// int (written as u32 of the absolute value, as llama-quantize does), float (f32), bool
+// (true/false) or str (at most 127 bytes). Applied last: an existing key moves to the end.
+struct KvOverride {
+  std::string key;
+  gguf::OwnedValue value;
+};
+// Throws InvalidArgument naming the problem for a malformed spec.
+KvOverride parse_kv_override(std::string_view spec);
+
 struct QuantizeOptions {
   FileType ftype = FileType::MostlyQ8_0;
   bool copy_only = false;
@@ -77,6 +87,7 @@ struct QuantizeOptions {
   bool leave_output = false;      // keep output.weight unquantized (--leave-output-tensor)
   bool allow_requantize = false;  // accept already-quantized inputs (dequantized first)
   int n_threads = 0;              // 0: all hardware threads
+  std::vector<KvOverride> kv_overrides{};
 };
 
 // What happens to one tensor.
@@ -97,6 +108,7 @@ struct ModelPlan {
   std::vector<TensorPlan> tensors;  // in output order
   std::uint32_t file_type = 0;      // value written to general.file_type
   int n_fallback = 0;
+  std::vector<KvOverride> kv_overrides{};  // set after the input's metadata
 };
 
 // Chooses every tensor's output type and order. Throws fucina::Error (InvalidFile for a

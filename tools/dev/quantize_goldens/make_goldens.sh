@@ -20,6 +20,9 @@ variants=()
 for t in $types; do variants+=("$t|"); done
 for t in Q4_0 Q2_K Q3_K_M Q4_K_M Q5_K_M TQ1_0; do variants+=("$t|--pure"); done
 variants+=("Q4_K_M|--leave-output-tensor" "Q3_K_L|--leave-output-tensor")
+# Metadata overrides (no spaces inside a flag's value: the flags are split on spaces).
+variants+=("F16|--override-kv general.name=str:fucina-default"
+           "Q8_0|--override-kv general.file_type=int:-7 --override-kv fucina.flag=bool:true --override-kv fucina.scale=float:0.5")
 
 rows="$work/rows.tsv"
 : > "$rows"
