@@ -27,6 +27,8 @@
 
 namespace {
 
+using fucina::test::shell_quote;
+
 using namespace fucina;
 
 constexpr float kNearTie = 2e-3f;  // the logit tolerance of the f16 parity bars
@@ -36,12 +38,6 @@ std::string from_hex(const std::string& hex) {
   std::string out;
   for (std::size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   return out;
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (const char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
 }
 
 // Printable form for failure messages.

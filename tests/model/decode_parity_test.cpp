@@ -29,6 +29,8 @@ using namespace fucina;
 
 namespace {
 
+using fucina::test::shell_quote;
+
 nlohmann::json read_json(const std::filesystem::path& p) {
   std::ifstream f(p);
   if (!f) throw std::runtime_error("missing " + p.string());
@@ -39,16 +41,6 @@ std::string file_sha256(const std::filesystem::path& p) {
   std::ifstream f(p, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   return test::sha256_hex(std::as_bytes(std::span(bytes.data(), bytes.size())));
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) {
-    if (c == '\'') q.append("'\\''");
-    else q.push_back(c);
-  }
-  q.push_back('\'');
-  return q;
 }
 
 std::string hex(const std::string& bytes) {

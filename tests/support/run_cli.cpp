@@ -8,6 +8,16 @@
 
 namespace fucina::test {
 
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (const char c : s) {
+    if (c == '\'') q.append("'\\''");
+    else q.push_back(c);
+  }
+  q.push_back('\'');
+  return q;
+}
+
 CliResult run_cli(const std::string& cmd) {
   CliResult r;
   FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");

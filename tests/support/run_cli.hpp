@@ -10,6 +10,9 @@ struct CliResult {
   std::string output;   // stdout and stderr together
 };
 
+// s as one shell word ('...', with ' written '\''), for building command lines.
+std::string shell_quote(const std::string& s);
+
 // Runs a shell command line, capturing stdout+stderr.
 CliResult run_cli(const std::string& cmd);
 

@@ -20,6 +20,7 @@
 
 using fucina::test::Capture;
 using fucina::test::run_fucina;
+using fucina::test::shell_quote;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -42,21 +43,11 @@ std::string sha256(const fs::path& p) {
   return fucina::test::sha256_hex(std::as_bytes(std::span(s.data(), s.size())));
 }
 
-std::string quote(const std::string& s) {
-  std::string q(1, '\'');
-  for (char c : s) {
-    if (c == '\'') q.append("'\\''");
-    else q.push_back(c);
-  }
-  q.push_back('\'');
-  return q;
-}
-
 std::string join(const json& flags) {
   std::string s;
   for (const auto& f : flags) {
-    s.push_back(' ');  // (not " " + quote(...): GCC 12 warns falsely on it, -Wrestrict)
-    s += quote(f.get<std::string>());
+    s.push_back(' ');  // (not " " + shell_quote(...): GCC 12 warns falsely on it, -Wrestrict)
+    s += shell_quote(f.get<std::string>());
   }
   return s;
 }
@@ -77,11 +68,11 @@ class FinetuneCli : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  std::string p(const std::string& name) const { return quote((dir_ / name).string()); }
+  std::string p(const std::string& name) const { return shell_quote((dir_ / name).string()); }
 
   // Trains and returns the last step's loss.
   double finetune(const std::string& out, const std::string& mode, const std::string& extra = "") {
-    const auto r = run_fucina("finetune " + p("base.gguf") + " --data " + quote((kData / "qa.jsonl").string()) + " -o " +
+    const auto r = run_fucina("finetune " + p("base.gguf") + " --data " + shell_quote((kData / "qa.jsonl").string()) + " -o " +
                               p(out) + join(spec_.at(mode)) + extra);
     EXPECT_EQ(r.status, 0) << r.output;
     std::smatch m;
@@ -98,7 +89,7 @@ class FinetuneCli : public ::testing::Test {
     for (std::size_t i = 0; i < qa_.size(); ++i) {
       const std::string prompt = qa_[i].at("prompt");
       const auto r = run_fucina("run " + p(model) + extra + " --temp 0 -n " + std::to_string(spec_.at("n_predict").get<int>()) +
-                                    " -t 2 -p " + quote(prompt),
+                                    " -t 2 -p " + shell_quote(prompt),
                                 Capture::Stdout);
       ASSERT_EQ(r.status, 0);
       EXPECT_EQ(r.output, want[i].get<std::string>()) << which << ": " << prompt;
@@ -192,11 +183,11 @@ TEST_F(FinetuneCli, BadInputIsAClearError) {
   const auto bad = run_fucina(base + "--data " + p("bad.jsonl") + " -o " + p("x.gguf"));
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.output.find("bad.jsonl:2"), std::string::npos) << bad.output;
-  const auto target = run_fucina(base + "--data " + quote((kData / "qa.jsonl").string()) + " -o " + p("x.gguf") +
+  const auto target = run_fucina(base + "--data " + shell_quote((kData / "qa.jsonl").string()) + " -o " + p("x.gguf") +
                                  " --lora --lora-targets q,zz");
   EXPECT_NE(target.status, 0);
   EXPECT_NE(target.output.find("zz"), std::string::npos) << target.output;
-  const auto same = run_fucina(base + "--data " + quote((kData / "qa.jsonl").string()) + " -o " + p("base.gguf"));
+  const auto same = run_fucina(base + "--data " + shell_quote((kData / "qa.jsonl").string()) + " -o " + p("base.gguf"));
   EXPECT_NE(same.status, 0);
   EXPECT_EQ(sha256(dir_ / "base.gguf"), golden_.at("sha256").at("base").get<std::string>()) << "the base was overwritten";
   EXPECT_FALSE(fs::exists(dir_ / "x.gguf"));
