@@ -53,6 +53,6 @@ if [[ ! -f $work/trained.gguf ]]; then
 fi
 # 5. Ship as f16, evaluate, draw the loss curve.
 mkdir -p "$here/models"
-"$F" quantize "$work/trained.gguf" "$here/models/fucina-default.gguf" F16
+"$F" quantize --override-kv general.name=str:fucina-default "$work/trained.gguf" "$here/models/fucina-default.gguf" F16
 /usr/bin/python3 "$here/scripts/default-model/loss_curve.py" "$work/train.log" "$here/docs/default-model-loss.png"
 echo "models/fucina-default.gguf: $(du -h "$here/models/fucina-default.gguf" | cut -f1)"

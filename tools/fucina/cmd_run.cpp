@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "args.hpp"
+#include "default_model.hpp"
 #include "command.hpp"
 #include "fucina/core/atomic_file.hpp"
 #include "fucina/generate/chat.hpp"
@@ -88,7 +89,9 @@ constexpr std::string_view usage =
     "  --jsonl                  with --parallel: print one JSON object per prompt instead\n";
 
 constexpr std::string_view no_model =
-    "fucina run: no model given.\n"
+    "fucina run: no model given, and no default model found ($FUCINA_MODEL unset, no\n"
+    "fucina-default.gguf in <bin>/../share/fucina or the source tree's models/; see\n"
+    "docs/DEFAULT-MODEL.md).\n"
     "usage: fucina run MODEL.gguf -p PROMPT   (fucina run --help for options)\n"
     "Models: any llama / qwen3 / qwen3moe GGUF (f32, f16, bf16 or ggml-quantized weights), e.g.\n"
     "from Hugging Face (Qwen/Qwen3-0.6B-GGUF, TinyLlama GGUFs).\n"
@@ -350,9 +353,14 @@ int run_main(std::span<char* const> args) {
       return 0;
     }
   Options o = parse(args);
-  if (o.model.empty()) {
-    fmt::print(stderr, "{}", no_model);
-    return 2;
+  if (o.model.empty()) {  // Note [Default model lookup]
+    const auto found = fucina::cli::find_default_model();
+    if (!found) {
+      fmt::print(stderr, "{}", no_model);
+      return 2;
+    }
+    o.model = found->string();
+    fmt::print(stderr, "fucina run: no model given; using the default model {} (docs/DEFAULT-MODEL.md)\n", o.model);
   }
   if (!o.dump_logits.empty()) fucina::check_output_path(o.dump_logits, {o.model});  // before the model loads
   if (!o.prompt_file.empty() && o.parallel == 0) {
