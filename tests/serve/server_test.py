@@ -134,7 +134,7 @@ def is_error_shape(status, data, want_status):
 
 def suite_api():
     model = synth_model("tiny.gguf")
-    s = Server(model, "-c", "1024", "--max-queue", "0", "--max-body", "4096", key="sekrit")
+    s = Server(model, "-c", "1024", "--parallel", "1", "--max-queue", "0", "--max-body", "4096", key="sekrit")
     try:
         st, _, data = s.request("GET", "/health", headers={})
         check(st == 200 and json.loads(data) == {"status": "ok"}, f"/health: {st} {data}")

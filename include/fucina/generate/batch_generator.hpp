@@ -18,7 +18,15 @@
 // A request admitted while a running sequence has already run a prefix of its prompt (at
 // least one 32-position block: a chat's next turn, a shared system prompt) forks that
 // prefix (PagedKvCache::fork: full blocks shared, not copied) and runs only the rest.
-// Requests admitted in the same step share nothing (none has run its prompt yet).
+// A request whose prefix a running sequence has still to run (the choices of one request,
+// clients sharing a system prompt arriving together) waits for it, up to the steps that
+// prefix takes, then forks it: admission holds back the queue behind it meanwhile.
+//
+// Note [Long-running batches]: a server adds requests for ever, so it must not keep what
+// finished. release(i) moves a finished request's result out and frees its slot, whose
+// index a later add() reuses. A request's cancel flag is read at every step, also while it
+// is queued or reading its prompt: the step that sees it set ends the request (Cancelled)
+// and frees its blocks before its forward runs.
 #include <cstdint>
 #include <deque>
 #include <span>
@@ -50,8 +58,9 @@ class BatchGenerator {
   BatchGenerator(const BatchGenerator&) = delete;
   BatchGenerator& operator=(const BatchGenerator&) = delete;
 
-  // Queues a request for `prompt`; returns its index (results are in this order). Throws
-  // InvalidArgument for an empty prompt or one the context cannot hold.
+  // Queues a request for `prompt`; returns its index (results are in this order, until
+  // release() frees an index for reuse). Throws InvalidArgument for an empty prompt or one
+  // the context cannot hold.
   std::size_t add(std::span<const tokenizer::TokenId> prompt, Request request);
   // One forward over the running sequences; false when no request is left.
   bool step();
@@ -60,13 +69,25 @@ class BatchGenerator {
 
   bool finished(std::size_t request) const;
   const Result& result(std::size_t request) const;  // once finished
+  // Moves out the result of a finished request and forgets it (Note [Long-running batches]).
+  Result release(std::size_t request);
+  // Requests added and not yet released, finished or not.
+  std::int64_t held() const;
   std::int64_t running() const { return static_cast<std::int64_t>(running_.size()); }
   const model::PagedKvCache& cache() const { return cache_; }
 
  private:
   struct Sequence;
   void admit();
+  // The sequence and length of the longest prefix of `prompt` a running sequence holds or
+  // will hold once its prompt has run (Note [Continuous batching]).
+  struct Prefix {
+    const Sequence* from = nullptr;
+    std::size_t ready = 0, coming = 0;  // run already; run once `from` has read its prompt
+  };
+  Prefix shared_prefix(std::span<const tokenizer::TokenId> prompt) const;
   void finish(Sequence& s);
+  void retire();  // finishes the running sequences that ended or are cancelled
 
   const model::Model& model_;
   const tokenizer::Tokenizer& tok_;
@@ -76,6 +97,7 @@ class BatchGenerator {
   std::vector<Sequence> seqs_;     // per request
   std::deque<std::size_t> queue_;  // requests not yet admitted
   std::vector<std::size_t> running_;  // admitted, in admission order
+  std::vector<std::size_t> unused_;   // released indices of seqs_, for add() to reuse
 };
 
 }  // namespace fucina::generate
