@@ -107,8 +107,9 @@ void BatchEngine::loop() {
 void BatchEngine::step(std::unordered_map<std::size_t, Job>& active) {
   const auto t0 = std::chrono::steady_clock::now();
   std::string error;
+  bool stepped = false;
   try {
-    batch_->step();
+    stepped = batch_->step();
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -133,6 +134,7 @@ void BatchEngine::step(std::unordered_map<std::size_t, Job>& active) {
   }
   std::lock_guard lock(mutex_);
   totals_.busy_seconds += seconds;
+  totals_.steps += stepped ? 1 : 0;
   totals_.running = batch_->running();
   totals_.waiting = static_cast<std::int64_t>(active.size() + submitted_.size()) - totals_.running;
   totals_.kv_blocks_free = batch_->cache().free_blocks();
