@@ -91,17 +91,20 @@ Result BatchGenerator::release(std::size_t request) {
 }
 
 BatchGenerator::Prefix BatchGenerator::shared_prefix(std::span<const tokenizer::TokenId> prompt) const {
+  // Never the last prompt token: its logits are needed.
+  const auto common = [&](std::span<const tokenizer::TokenId> held) {
+    const auto n = std::mismatch(held.begin(), held.end(), prompt.begin(), prompt.end()).first - held.begin();
+    return std::min(static_cast<std::size_t>(n), prompt.size() - 1);
+  };
   Prefix best;
   for (const std::size_t r : running_) {
     const Sequence& o = seqs_[r];
-    // Never the last prompt token: its logits are needed.
-    const auto common = std::min(
-        static_cast<std::size_t>(std::mismatch(o.prompt.begin(), o.prompt.end(), prompt.begin(), prompt.end()).first -
-                                 o.prompt.begin()),
-        prompt.size() - 1);
-    if (std::min(common, o.fed) > best.ready) best.ready = std::min(common, o.fed), best.from = &o;
-    best.coming = std::max(best.coming, common);
+    const std::size_t c = common(o.prompt);
+    if (std::min(c, o.fed) > best.ready) best.ready = std::min(c, o.fed), best.from = o.seq;
+    best.coming = std::max(best.coming, c);
   }
+  for (const Kept& k : kept_)
+    if (const std::size_t c = common(k.tokens); c > best.ready) best.ready = c, best.from = k.seq;
   return best;
 }
 
@@ -121,9 +124,16 @@ void BatchGenerator::admit() {
     queue_.pop_front();
     s.admitted = clock_type::now();
     // At least one block, forked rather than run again.
-    if (p.from != nullptr && p.ready >= block && cache_.free_blocks() > 0) {
-      s.seq = cache_.fork(ctx_, p.from->seq, static_cast<std::int64_t>(p.ready));
+    if (p.from >= 0 && p.ready >= block && cache_.free_blocks() > 0) {
+      s.seq = cache_.fork(ctx_, p.from, static_cast<std::int64_t>(p.ready));
       s.fed = s.reused = p.ready;
+      // A kept sequence just used becomes the most recently used.
+      const auto k = std::find_if(kept_.begin(), kept_.end(), [&](const Kept& e) { return e.seq == p.from; });
+      if (k != kept_.end()) {
+        Kept used = std::move(*k);
+        kept_.erase(k);
+        kept_.push_back(std::move(used));
+      }
     } else {
       s.seq = cache_.open();
     }
@@ -141,10 +151,30 @@ void BatchGenerator::finish(Sequence& s) {
                       .gen_tokens = static_cast<std::int64_t>(s.result.tokens.size()),
                       .gen_seconds = seconds_between(s.prompt_done, now),
                       .grammar_seconds = s.out->grammar_seconds()};
-  if (s.seq >= 0) cache_.close(s.seq);
+  if (s.seq >= 0) close_or_keep(s);
   s.done = true;
   s.out.reset();
   s.sampler.reset();
+}
+
+void BatchGenerator::close_or_keep(Sequence& s) {
+  const std::int64_t n = cache_.size(s.seq);
+  if (options_.keep_finished <= 0 || s.result.reason == StopReason::Cancelled || n < cache_.block_size()) {
+    cache_.close(s.seq);
+    return;
+  }
+  // The cache holds the prompt read so far, then each generated token but the last.
+  std::vector<tokenizer::TokenId> tokens(s.prompt.begin(), s.prompt.begin() + static_cast<std::ptrdiff_t>(s.fed));
+  for (std::size_t i = 0; static_cast<std::int64_t>(tokens.size()) < n; ++i) tokens.push_back(s.result.tokens.at(i));
+  kept_.push_back({s.seq, std::move(tokens)});
+  if (static_cast<std::int64_t>(kept_.size()) > options_.keep_finished) drop_oldest_kept();
+}
+
+std::int64_t BatchGenerator::drop_oldest_kept() {
+  const std::int64_t before = cache_.free_blocks();
+  cache_.close(kept_.front().seq);
+  kept_.pop_front();
+  return cache_.free_blocks() - before;
 }
 
 void BatchGenerator::retire() {
@@ -165,6 +195,7 @@ bool BatchGenerator::step() {
   std::int64_t budget = options_.n_batch, free_blocks = cache_.free_blocks();
   const auto take = [&](std::size_t r, std::span<const tokenizer::TokenId> ids) {
     const std::int64_t blocks = cache_.blocks_needed(seqs_[r].seq, static_cast<std::int64_t>(ids.size()));
+    while (blocks > free_blocks && !kept_.empty()) free_blocks += drop_oldest_kept();
     if (blocks > free_blocks) return false;
     free_blocks -= blocks;
     budget -= static_cast<std::int64_t>(ids.size());

@@ -14,6 +14,7 @@ generate::BatchOptions batch_options(const EngineOptions& o) {
   generate::BatchOptions b = o.batch;
   b.n_parallel = o.slots;
   b.n_batch = std::max(b.n_batch, b.n_parallel);  // a decode row for every sequence fits a step
+  b.keep_finished = b.n_parallel;                  // as llama-server's slots keep their last prompt
   return b;
 }
 }  // namespace

@@ -158,6 +158,51 @@ TEST_F(BatchGeneratorTest, ChoicesOfOnePromptRunItOnce) {
   EXPECT_EQ(r[2].timings.prompt_tokens, 1);
 }
 
+// Note [Kept prefixes]: a finished sequence's KV serves a later request that shares its
+// prefix (a system prompt sent again), which prints what it prints alone; a cancelled one is
+// not kept; a kept sequence's blocks go back when a request needs them.
+TEST_F(BatchGeneratorTest, KeptPrefixServesALaterRequest) {
+  const std::string system = kPrompts[4];
+  const std::string a = system + " Tell me more.", c = system + " Something else entirely";
+  const Request req{.max_tokens = 12, .ignore_eos = true};
+  const auto ia = ids(a), ic = ids(c);
+  const auto shared = std::mismatch(ia.begin(), ia.end(), ic.begin(), ic.end()).first - ia.begin();
+  ASSERT_GE(shared, 64);
+  // The budget: a's blocks (its prompt and 11 generated tokens) and one more, which the last
+  // request below needs two of.
+  const auto blocks_a = (static_cast<std::int64_t>(ia.size()) + 11 + 31) / 32;
+  BatchGenerator b(*model_, *tok_, ctx_,
+                   {.n_parallel = 1, .n_ctx = 256, .n_kv = 32 * (blocks_a + 1), .sampling = greedy(), .keep_finished = 1});
+  b.add(ia, req);
+  while (b.step()) {
+  }
+  EXPECT_EQ(b.kept(), 1);
+  EXPECT_EQ(b.cache().free_blocks(), 1);
+  const std::size_t i = b.add(ic, req);
+  while (b.step()) {
+  }
+  expect_same(b.result(i), solo(c, req), i);
+  EXPECT_EQ(b.result(i).timings.prompt_tokens, static_cast<std::int64_t>(ic.size()) - shared);
+  EXPECT_EQ(b.kept(), 1) << "c replaced a: one kept at most";
+
+  std::atomic<bool> cancel{false};
+  const std::size_t j = b.add(ids(a), {.max_tokens = 100, .ignore_eos = true, .cancel = &cancel});
+  ASSERT_TRUE(b.step());
+  cancel = true;
+  EXPECT_FALSE(b.step());
+  EXPECT_EQ(b.result(j).reason, StopReason::Cancelled);
+  EXPECT_EQ(b.kept(), 1) << "a cancelled sequence is not kept";
+
+  const std::string other = kPrompts[2];
+  ASSERT_GT(static_cast<std::int64_t>(ids(other).size()) + 12, 32);
+  ASSERT_LT(b.cache().free_blocks(), 2);
+  const std::size_t k = b.add(ids(other), req);
+  while (b.step()) {
+  }
+  expect_same(b.result(k), solo(other, req), k);  // not ContextFull: the kept blocks went back
+  EXPECT_EQ(b.kept(), 1);
+}
+
 // Note [Long-running batches]: a cancel flag ends its request in the next step wherever it
 // is (generating, reading its prompt, queued), its blocks free before that step's forward.
 TEST_F(BatchGeneratorTest, CancelEndsARequestInTheNextStep) {

@@ -22,6 +22,13 @@
 // clients sharing a system prompt arriving together) waits for it, up to the steps that
 // prefix takes, then forks it: admission holds back the queue behind it meanwhile.
 //
+// Note [Kept prefixes]: with keep_finished > 0, a sequence that finished (not cancelled)
+// keeps its KV, its prompt and the tokens it generated but the last, up to keep_finished
+// sequences, the most recently used last: a later request whose prompt starts with at least
+// a block of it forks it as it would a running sequence's (a system prompt sent again, a
+// chat's next turn). Kept sequences hold only blocks nobody needs yet: when a step's chunks
+// need more blocks than are free, the oldest kept sequences are closed first.
+//
 // Note [Long-running batches]: a server adds requests for ever, so it must not keep what
 // finished. release(i) moves a finished request's result out and frees its slot, whose
 // index a later add() reuses. A request's cancel flag is read at every step, also while it
@@ -45,6 +52,7 @@ struct BatchOptions {
   std::int64_t n_batch = 512;   // tokens per step (>= n_parallel)
   DType kv_type = DType::f16;
   sample::SamplerConfig sampling{};  // for requests without their own
+  std::int64_t keep_finished = 0;    // finished sequences whose KV is kept (Note [Kept prefixes])
   // The token bytes of grammar requests (grammar_vocabulary(tok)); unset: built on the
   // first request with a grammar.
   std::shared_ptr<const grammar::Vocabulary> vocabulary{};
@@ -74,20 +82,23 @@ class BatchGenerator {
   // Requests added and not yet released, finished or not.
   std::int64_t held() const;
   std::int64_t running() const { return static_cast<std::int64_t>(running_.size()); }
+  std::int64_t kept() const { return static_cast<std::int64_t>(kept_.size()); }
   const model::PagedKvCache& cache() const { return cache_; }
 
  private:
   struct Sequence;
   void admit();
-  // The sequence and length of the longest prefix of `prompt` a running sequence holds or
-  // will hold once its prompt has run (Note [Continuous batching]).
+  // The sequence and length of the longest prefix of `prompt` a running or kept sequence
+  // holds, and the longest a running one will hold once its prompt has run.
   struct Prefix {
-    const Sequence* from = nullptr;
-    std::size_t ready = 0, coming = 0;  // run already; run once `from` has read its prompt
+    model::SeqId from = -1;
+    std::size_t ready = 0, coming = 0;
   };
   Prefix shared_prefix(std::span<const tokenizer::TokenId> prompt) const;
   void finish(Sequence& s);
   void retire();  // finishes the running sequences that ended or are cancelled
+  void close_or_keep(Sequence& s);
+  std::int64_t drop_oldest_kept();  // returns the blocks it freed
 
   const model::Model& model_;
   const tokenizer::Tokenizer& tok_;
@@ -98,6 +109,11 @@ class BatchGenerator {
   std::deque<std::size_t> queue_;  // requests not yet admitted
   std::vector<std::size_t> running_;  // admitted, in admission order
   std::vector<std::size_t> unused_;   // released indices of seqs_, for add() to reuse
+  struct Kept {
+    model::SeqId seq;
+    std::vector<tokenizer::TokenId> tokens;  // what its cache holds
+  };
+  std::deque<Kept> kept_;  // Note [Kept prefixes], least recently used first
 };
 
 }  // namespace fucina::generate

@@ -13,8 +13,10 @@
 // every step, so a cancelled job's sequence ends, and its KV blocks are free, by the next
 // step, whether it was queued, reading its prompt or generating. Finished jobs are released
 // from the BatchGenerator (Note [Long-running batches]): a server that runs for days holds
-// only its current jobs. Jobs sharing a prompt prefix of at least one KV block (the choices
-// of one request, a common system prompt) fork it instead of running it again.
+// only its current jobs and the KV of the last `slots` finished ones (Note [Kept prefixes],
+// as llama-server's slots keep their last prompt). A job whose prompt starts with at least
+// one KV block of a running or kept sequence (the choices of one request, a system prompt
+// sent again, a chat's next turn) forks it instead of running it again.
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
