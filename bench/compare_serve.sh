@@ -6,7 +6,8 @@
 #   bench/compare_serve.sh [-c 1,8,32] [-s 30] [-n 64] [-t 2] [--parallel N] [--ctx 2048] MODEL.gguf
 #
 # Needs llama-server (LLAMA_SERVER=, default the peer build) and the fucina CLI (FUCINA=).
-# llama-server gets -np N and N times the context (its context is shared by the slots).
+# Both get N slots (--parallel, default 8); llama-server -np N, N times the context (its
+# context is shared by the slots) and flash attention on, as fucina's attention is.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 FUCINA=${FUCINA:-$here/build/release/fucina}
@@ -21,7 +22,7 @@ while (($#)); do
     -t) threads=$2; shift 2 ;;
     --parallel) parallel=$2; shift 2 ;;
     --ctx) ctx=$2; shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     -*) echo "compare_serve.sh: unknown option $1" >&2; exit 2 ;;
     *) model=$1; shift ;;
   esac
@@ -55,4 +56,4 @@ run_engine() {  # $1 label, then the server command
   kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
 }
 run_engine fucina "$FUCINA" serve "$model" -t "$threads" -c "$ctx" --parallel "$parallel" --max-queue 256
-run_engine llama.cpp "$LLAMA_SERVER" -m "$model" -t "$threads" -c $((ctx * parallel)) -np "$parallel" --host 127.0.0.1
+run_engine llama.cpp "$LLAMA_SERVER" -m "$model" -t "$threads" -c $((ctx * parallel)) -np "$parallel" -fa on --host 127.0.0.1

@@ -2,7 +2,8 @@
 """Load for an OpenAI-compatible server (fucina serve, llama-server): C concurrent clients,
 each streaming completions back to back for S seconds (or R requests each), then one JSON
 line: aggregate generated tokens/s, time-to-first-token p50/p99, requests, errors, and,
-with --pid, the server's RSS at start, end and peak (sampled every second).
+with --pid, the server's RSS at start, end and peak (sampled every second) and once a
+minute (a soak's flatness: the first minute includes the HTTP threads' first use).
 
   bench/serve_load.py --url http://127.0.0.1:8080 --clients 8 --seconds 60 [--max-tokens 64]
                       [--requests N] [--prompt-words 32] [--pid PID] [--label NAME]
@@ -108,7 +109,8 @@ def main():
     if errors:
         out["first_error"] = errors[0]
     if rss:
-        out.update({"rss_start_kib": rss[0], "rss_end_kib": rss[-1], "rss_max_kib": max(rss)})
+        out.update({"rss_start_kib": rss[0], "rss_end_kib": rss[-1], "rss_max_kib": max(rss),
+                    "rss_kib_by_minute": rss[::60]})
     print(json.dumps(out), flush=True)
 
 

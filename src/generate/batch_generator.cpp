@@ -62,9 +62,16 @@ std::size_t BatchGenerator::add(std::span<const tokenizer::TokenId> prompt, Requ
   for (const auto id : s.prompt) s.sampler->accept(id);
   if (s.request->grammar && !options_.vocabulary) options_.vocabulary = grammar_vocabulary(tok_);
   s.out = std::make_unique<TokenStream>(tok_, *s.request, cache_.capacity(), options_.vocabulary);
-  seqs_.push_back(std::move(s));
-  queue_.push_back(seqs_.size() - 1);
-  return seqs_.size() - 1;
+  std::size_t index = seqs_.size();
+  if (unused_.empty()) {
+    seqs_.push_back(std::move(s));
+  } else {
+    index = unused_.back();
+    unused_.pop_back();
+    seqs_[index] = std::move(s);
+  }
+  queue_.push_back(index);
+  return index;
 }
 
 bool BatchGenerator::finished(std::size_t request) const { return seqs_.at(request).done; }
@@ -73,28 +80,60 @@ const Result& BatchGenerator::result(std::size_t request) const {
   return seqs_[request].result;
 }
 
+std::int64_t BatchGenerator::held() const { return static_cast<std::int64_t>(seqs_.size() - unused_.size()); }
+
+Result BatchGenerator::release(std::size_t request) {
+  FUCINA_CHECK(finished(request), InvalidArgument, "[generate] request {} has not finished", request);
+  Result r = std::move(seqs_[request].result);
+  seqs_[request] = Sequence{};  // its prompt and request freed too
+  unused_.push_back(request);
+  return r;
+}
+
+BatchGenerator::Prefix BatchGenerator::shared_prefix(std::span<const tokenizer::TokenId> prompt) const {
+  // Never the last prompt token: its logits are needed.
+  const auto common = [&](std::span<const tokenizer::TokenId> held) {
+    const auto n = std::mismatch(held.begin(), held.end(), prompt.begin(), prompt.end()).first - held.begin();
+    return std::min(static_cast<std::size_t>(n), prompt.size() - 1);
+  };
+  Prefix best;
+  for (const std::size_t r : running_) {
+    const Sequence& o = seqs_[r];
+    const std::size_t c = common(o.prompt);
+    if (std::min(c, o.fed) > best.ready) best.ready = std::min(c, o.fed), best.from = o.seq;
+    best.coming = std::max(best.coming, c);
+  }
+  for (const Kept& k : kept_)
+    if (const std::size_t c = common(k.tokens); c > best.ready) best.ready = c, best.from = k.seq;
+  return best;
+}
+
 void BatchGenerator::admit() {
+  // A queued request cancelled (or given no tokens to make) ends without running.
+  std::erase_if(queue_, [&](std::size_t r) {
+    Sequence& s = seqs_[r];
+    if (s.out->wants_more()) return false;
+    finish(s);
+    return true;
+  });
+  const auto block = static_cast<std::size_t>(cache_.block_size());
   while (!queue_.empty() && static_cast<std::int64_t>(running_.size()) < options_.n_parallel) {
     Sequence& s = seqs_[queue_.front()];
+    const Prefix p = shared_prefix(s.prompt);
+    if (p.coming >= p.ready + block) break;  // a running sequence is still reading more of it
     queue_.pop_front();
     s.admitted = clock_type::now();
-    // The longest prompt prefix a running sequence has already run, at least one block and
-    // never the last prompt token (its logits are needed): forked, not run again.
-    std::size_t best = 0;
-    const Sequence* from = nullptr;
-    for (const std::size_t r : running_) {
-      const Sequence& o = seqs_[r];
-      const auto common = static_cast<std::size_t>(
-          std::mismatch(o.prompt.begin(), o.prompt.begin() + static_cast<std::ptrdiff_t>(o.fed), s.prompt.begin(),
-                        s.prompt.end())
-              .first -
-          o.prompt.begin());
-      const std::size_t usable = std::min(common, s.prompt.size() - 1);
-      if (usable > best) best = usable, from = &o;
-    }
-    if (from != nullptr && static_cast<std::int64_t>(best) >= cache_.block_size() && cache_.free_blocks() > 0) {
-      s.seq = cache_.fork(ctx_, from->seq, static_cast<std::int64_t>(best));
-      s.fed = s.reused = best;
+    // At least one block, forked rather than run again.
+    if (p.from >= 0 && p.ready >= block && cache_.free_blocks() > 0) {
+      s.seq = cache_.fork(ctx_, p.from, static_cast<std::int64_t>(p.ready));
+      s.fed = s.reused = p.ready;
+      // A kept sequence just used becomes the most recently used.
+      const auto k = std::find_if(kept_.begin(), kept_.end(), [&](const Kept& e) { return e.seq == p.from; });
+      if (k != kept_.end()) {
+        Kept used = std::move(*k);
+        kept_.erase(k);
+        kept_.push_back(std::move(used));
+      }
     } else {
       s.seq = cache_.open();
     }
@@ -104,19 +143,51 @@ void BatchGenerator::admit() {
 
 void BatchGenerator::finish(Sequence& s) {
   const auto now = clock_type::now();
+  if (s.seq < 0) s.admitted = now;                // never admitted
+  if (s.prompt_done < s.admitted) s.prompt_done = now;  // ended before its prompt had run
   s.result = s.out->finish();
   s.result.timings = {.prompt_tokens = static_cast<std::int64_t>(s.prompt.size() - s.reused),
                       .prompt_seconds = seconds_between(s.admitted, s.prompt_done),
                       .gen_tokens = static_cast<std::int64_t>(s.result.tokens.size()),
                       .gen_seconds = seconds_between(s.prompt_done, now),
                       .grammar_seconds = s.out->grammar_seconds()};
-  cache_.close(s.seq);
+  if (s.seq >= 0) close_or_keep(s);
   s.done = true;
   s.out.reset();
   s.sampler.reset();
 }
 
+void BatchGenerator::close_or_keep(Sequence& s) {
+  const std::int64_t n = cache_.size(s.seq);
+  if (options_.keep_finished <= 0 || s.result.reason == StopReason::Cancelled || n < cache_.block_size()) {
+    cache_.close(s.seq);
+    return;
+  }
+  // The cache holds the prompt read so far, then each generated token but the last.
+  std::vector<tokenizer::TokenId> tokens(s.prompt.begin(), s.prompt.begin() + static_cast<std::ptrdiff_t>(s.fed));
+  for (std::size_t i = 0; static_cast<std::int64_t>(tokens.size()) < n; ++i) tokens.push_back(s.result.tokens.at(i));
+  kept_.push_back({s.seq, std::move(tokens)});
+  if (static_cast<std::int64_t>(kept_.size()) > options_.keep_finished) drop_oldest_kept();
+}
+
+std::int64_t BatchGenerator::drop_oldest_kept() {
+  const std::int64_t before = cache_.free_blocks();
+  cache_.close(kept_.front().seq);
+  kept_.pop_front();
+  return cache_.free_blocks() - before;
+}
+
+void BatchGenerator::retire() {
+  std::erase_if(running_, [&](std::size_t r) {
+    Sequence& s = seqs_[r];
+    if (s.out->wants_more()) return false;  // ends at max_tokens or a cancel now, not a step later
+    finish(s);
+    return true;
+  });
+}
+
 bool BatchGenerator::step() {
+  retire();  // cancelled since the last step: their blocks are free for this one
   admit();
   if (running_.empty()) return false;
   std::vector<model::Model::SeqChunk> chunks;
@@ -124,6 +195,7 @@ bool BatchGenerator::step() {
   std::int64_t budget = options_.n_batch, free_blocks = cache_.free_blocks();
   const auto take = [&](std::size_t r, std::span<const tokenizer::TokenId> ids) {
     const std::int64_t blocks = cache_.blocks_needed(seqs_[r].seq, static_cast<std::int64_t>(ids.size()));
+    while (blocks > free_blocks && !kept_.empty()) free_blocks += drop_oldest_kept();
     if (blocks > free_blocks) return false;
     free_blocks -= blocks;
     budget -= static_cast<std::int64_t>(ids.size());
@@ -143,7 +215,7 @@ bool BatchGenerator::step() {
   for (const std::size_t r : running_) {  // prompt chunks
     Sequence& s = seqs_[r];
     if (budget <= 0) break;
-    if (s.fed == s.prompt.size()) continue;
+    if (s.fed == s.prompt.size() || s.out->ended()) continue;
     const std::size_t n = std::min(s.prompt.size() - s.fed, static_cast<std::size_t>(budget));
     take(r, std::span(s.prompt).subspan(s.fed, n));
   }
@@ -168,13 +240,7 @@ bool BatchGenerator::step() {
       s.unrun = s.out->push(*s.sampler, row);
     }
   }
-  std::erase_if(running_, [&](std::size_t r) {
-    Sequence& s = seqs_[r];
-    if (s.fed == s.prompt.size()) s.out->wants_more();  // ends at max_tokens now, not a step later
-    if (!s.out->ended()) return false;
-    finish(s);
-    return true;
-  });
+  retire();
   return true;
 }
 

@@ -1,100 +1,144 @@
 #include "fucina/serve/engine.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include "fucina/core/error.hpp"
 
 namespace fucina::serve {
 
-SerialEngine::SerialEngine(const model::Model& model, const tokenizer::Tokenizer& tok, Context& ctx,
-                           const EngineOptions& options)
-    : generator_(model, tok, ctx, options.generator),
+namespace {
+generate::BatchOptions batch_options(const EngineOptions& o) {
+  FUCINA_CHECK(o.slots >= 1 && o.max_queue >= 0, InvalidArgument,
+               "[serve] slots must be at least 1 and max_queue at least 0, got {} and {}", o.slots, o.max_queue);
+  generate::BatchOptions b = o.batch;
+  b.n_parallel = o.slots;
+  b.n_batch = std::max(b.n_batch, b.n_parallel);  // a decode row for every sequence fits a step
+  b.keep_finished = b.n_parallel;                  // as llama-server's slots keep their last prompt
+  return b;
+}
+}  // namespace
+
+BatchEngine::BatchEngine(const model::Model& model, const tokenizer::Tokenizer& tok, Context& ctx,
+                         const EngineOptions& options)
+    : model_(model),
+      tok_(tok),
+      ctx_(ctx),
+      options_(batch_options(options)),
+      batch_(std::in_place, model, tok, ctx, options_),
+      context_length_(batch_->cache().capacity()),
       capacity_(static_cast<std::size_t>(options.slots) + static_cast<std::size_t>(options.max_queue)) {
-  FUCINA_CHECK(options.slots >= 1 && options.max_queue >= 0, InvalidArgument,
-               "[serve] slots must be at least 1 and max_queue at least 0, got {} and {}", options.slots,
-               options.max_queue);
+  totals_.kv_blocks_total = totals_.kv_blocks_free = batch_->cache().total_blocks();
   thread_ = std::thread([this] { loop(); });
 }
 
-SerialEngine::~SerialEngine() {
+BatchEngine::~BatchEngine() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
-  stop_flag_ = true;
   wake_.notify_all();
   thread_.join();
 }
 
-bool SerialEngine::submit(std::vector<Job> jobs) {
+bool BatchEngine::submit(std::vector<Job> jobs) {
   {
     std::lock_guard lock(mutex_);
-    if (stopping_ || waiting_.size() + (running_ ? 1 : 0) + jobs.size() > capacity_) return false;
-    for (auto& j : jobs) waiting_.push_back(std::move(j));
+    if (stopping_ || admitted_ + jobs.size() > capacity_) return false;
+    admitted_ += jobs.size();
+    totals_.waiting += static_cast<std::int64_t>(jobs.size());
+    for (auto& j : jobs) submitted_.push_back(std::move(j));
   }
   wake_.notify_one();
   return true;
 }
 
-EngineStats SerialEngine::stats() const {
+EngineStats BatchEngine::stats() const {
   std::lock_guard lock(mutex_);
-  EngineStats s = totals_;
-  s.waiting = static_cast<std::int64_t>(waiting_.size());
-  s.running = running_ ? 1 : 0;
-  return s;
+  return totals_;
 }
 
-void SerialEngine::loop() {
-  while (true) {
-    Job job;
-    {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !waiting_.empty(); });
-      if (waiting_.empty()) return;  // stopping
-      job = std::move(waiting_.front());
-      waiting_.pop_front();
-      running_ = true;
-    }
-    run(job);
-    std::lock_guard lock(mutex_);
-    running_ = false;
-  }
-}
-
-void SerialEngine::run(Job& job) {
-  JobOutcome out;
-  out.result.reason = generate::StopReason::Cancelled;
-  const bool cancelled = stop_flag_ || (job.request.cancel && job.request.cancel->load());
-  const auto t0 = std::chrono::steady_clock::now();
-  if (!cancelled) {
-    try {
-      out.prompt_tokens = static_cast<std::int64_t>(job.prompt.size());
-      generator_.feed_prompt(job.prompt);
-      // The engine's stop flag cancels too: a cancel flag of the job's own is read as well.
-      const std::atomic<bool>* own = job.request.cancel;
-      std::atomic<bool> either{false};
-      generate::Request request = job.request;
-      request.cancel = &either;
-      auto on_step = std::move(request.on_step);
-      request.on_step = [&](const generate::Step& step) {
-        if (stop_flag_ || (own && own->load())) either = true;
-        if (on_step) on_step(step);
-      };
-      out.result = generator_.generate(request);
-    } catch (const std::exception& e) {
-      out.error = e.what();
-    }
-  }
+void BatchEngine::end(Job& job, const JobOutcome& outcome) {
   {
     std::lock_guard lock(mutex_);
+    --admitted_;
     totals_.jobs_done += 1;
-    if (!cancelled && out.error.empty()) {
-      totals_.prompt_tokens += out.result.timings.prompt_tokens;
-      totals_.generated_tokens += out.result.timings.gen_tokens;
-      totals_.busy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
+    totals_.prompt_tokens += outcome.result.timings.prompt_tokens;
+    totals_.generated_tokens += outcome.result.timings.gen_tokens;
   }
-  if (job.on_done) job.on_done(out);
+  if (job.on_done) job.on_done(outcome);
+}
+
+void BatchEngine::loop() {
+  std::unordered_map<std::size_t, Job> active;  // by BatchGenerator request index
+  while (true) {
+    std::deque<Job> incoming;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !submitted_.empty() || !active.empty(); });
+      if (stopping_) break;
+      incoming.swap(submitted_);
+    }
+    for (Job& job : incoming) {
+      JobOutcome outcome{.result = {}, .prompt_tokens = static_cast<std::int64_t>(job.prompt.size()), .error = {}};
+      try {
+        const std::size_t i = batch_->add(job.prompt, std::move(job.request));
+        active.emplace(i, std::move(job));
+        continue;
+      } catch (const std::exception& e) {
+        outcome.error = e.what();
+      }
+      end(job, outcome);
+    }
+    step(active);
+  }
+  // Stopping: whatever has not finished ends Cancelled.
+  std::unique_lock lock(mutex_);
+  std::deque<Job> rest;
+  rest.swap(submitted_);
+  lock.unlock();
+  for (auto& [i, job] : active) rest.push_back(std::move(job));
+  for (Job& job : rest) {
+    JobOutcome outcome;
+    outcome.result.reason = generate::StopReason::Cancelled;
+    end(job, outcome);
+  }
+}
+
+void BatchEngine::step(std::unordered_map<std::size_t, Job>& active) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string error;
+  bool stepped = false;
+  try {
+    stepped = batch_->step();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!error.empty()) {
+    // A failed forward leaves the sequences in no known state: every job fails with it and
+    // the engine starts over with an empty cache.
+    batch_.reset();
+    batch_.emplace(model_, tok_, ctx_, options_);
+    for (auto& [i, job] : active) end(job, {.result = {}, .prompt_tokens = static_cast<std::int64_t>(job.prompt.size()), .error = error});
+    active.clear();
+  }
+  for (auto it = active.begin(); it != active.end();) {
+    if (!batch_->finished(it->first)) {
+      ++it;
+      continue;
+    }
+    end(it->second, {.result = batch_->release(it->first),
+                     .prompt_tokens = static_cast<std::int64_t>(it->second.prompt.size()),
+                     .error = {}});
+    it = active.erase(it);
+  }
+  std::lock_guard lock(mutex_);
+  totals_.busy_seconds += seconds;
+  totals_.steps += stepped ? 1 : 0;
+  totals_.running = batch_->running();
+  totals_.waiting = static_cast<std::int64_t>(active.size() + submitted_.size()) - totals_.running;
+  totals_.kv_blocks_free = batch_->cache().free_blocks();
 }
 
 }  // namespace fucina::serve

@@ -474,8 +474,11 @@ void Server::Impl::metrics(httplib::Response& res) {
     metric("fucina_jobs_total", "counter", "Completions finished (one per choice).", s.jobs_done);
     metric("fucina_queue_depth", "gauge", "Completions waiting for the engine.", s.waiting);
     metric("fucina_running", "gauge", "Completions being generated.", s.running);
-    metric("fucina_tokens_per_second", "gauge", "Generated tokens per second of generation, since start.",
+    metric("fucina_tokens_per_second", "gauge", "Generated tokens per second the engine was busy, since start.",
            s.busy_seconds > 0 ? static_cast<double>(s.generated_tokens) / s.busy_seconds : 0.0);
+    metric("fucina_steps_total", "counter", "Engine steps (each one forward pass over all running sequences).", s.steps);
+    metric("fucina_kv_blocks_total", "gauge", "KV cache blocks shared by all sequences.", s.kv_blocks_total);
+    metric("fucina_kv_blocks_free", "gauge", "KV cache blocks no sequence holds.", s.kv_blocks_free);
   }
   res.set_content(out, "text/plain; version=0.0.4");
 }

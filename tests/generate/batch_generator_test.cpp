@@ -5,6 +5,7 @@
 // only its sequence; finished sequences give their cache blocks back.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -137,6 +138,121 @@ TEST_F(BatchGeneratorTest, SharedPromptPrefixIsForkedNotRunAgain) {
   expect_same(r[1], solo(c, req), 1);
   EXPECT_EQ(r[1].timings.prompt_tokens, static_cast<std::int64_t>(ic.size()) - shared);
   expect_same(r[0], solo(a, req), 0);
+}
+
+// The choices of one request (the same prompt three times, admitted together): the first
+// runs the prompt, the others wait for it and fork all of it but the last token, and all
+// three print what the prompt prints alone.
+TEST_F(BatchGeneratorTest, ChoicesOfOnePromptRunItOnce) {
+  const std::string p = kPrompts[4];
+  const auto n = static_cast<std::int64_t>(ids(p).size());
+  ASSERT_GE(n, 64);
+  const Request req{.max_tokens = 8, .ignore_eos = true};
+  BatchGenerator b(*model_, *tok_, ctx_, {.n_parallel = 4, .n_ctx = 256, .sampling = greedy()});
+  for (int i = 0; i < 3; ++i) b.add(ids(p), req);
+  const auto r = b.run();
+  const Result want = solo(p, req);
+  for (std::size_t i = 0; i < 3; ++i) expect_same(r[i], want, i);
+  EXPECT_EQ(r[0].timings.prompt_tokens, n);
+  EXPECT_EQ(r[1].timings.prompt_tokens, 1);
+  EXPECT_EQ(r[2].timings.prompt_tokens, 1);
+}
+
+// Note [Kept prefixes]: a finished sequence's KV serves a later request that shares its
+// prefix (a system prompt sent again), which prints what it prints alone; a cancelled one is
+// not kept; a kept sequence's blocks go back when a request needs them.
+TEST_F(BatchGeneratorTest, KeptPrefixServesALaterRequest) {
+  const std::string system = kPrompts[4];
+  const std::string a = system + " Tell me more.", c = system + " Something else entirely";
+  const Request req{.max_tokens = 12, .ignore_eos = true};
+  const auto ia = ids(a), ic = ids(c);
+  const auto shared = std::mismatch(ia.begin(), ia.end(), ic.begin(), ic.end()).first - ia.begin();
+  ASSERT_GE(shared, 64);
+  // The budget: a's blocks (its prompt and 11 generated tokens) and one more, which the last
+  // request below needs two of.
+  const auto blocks_a = (static_cast<std::int64_t>(ia.size()) + 11 + 31) / 32;
+  BatchGenerator b(*model_, *tok_, ctx_,
+                   {.n_parallel = 1, .n_ctx = 256, .n_kv = 32 * (blocks_a + 1), .sampling = greedy(), .keep_finished = 1});
+  b.add(ia, req);
+  while (b.step()) {
+  }
+  EXPECT_EQ(b.kept(), 1);
+  EXPECT_EQ(b.cache().free_blocks(), 1);
+  const std::size_t i = b.add(ic, req);
+  while (b.step()) {
+  }
+  expect_same(b.result(i), solo(c, req), i);
+  EXPECT_EQ(b.result(i).timings.prompt_tokens, static_cast<std::int64_t>(ic.size()) - shared);
+  EXPECT_EQ(b.kept(), 1) << "c replaced a: one kept at most";
+
+  std::atomic<bool> cancel{false};
+  const std::size_t j = b.add(ids(a), {.max_tokens = 100, .ignore_eos = true, .cancel = &cancel});
+  ASSERT_TRUE(b.step());
+  cancel = true;
+  EXPECT_FALSE(b.step());
+  EXPECT_EQ(b.result(j).reason, StopReason::Cancelled);
+  EXPECT_EQ(b.kept(), 1) << "a cancelled sequence is not kept";
+
+  const std::string other = kPrompts[2];
+  ASSERT_GT(static_cast<std::int64_t>(ids(other).size()) + 12, 32);
+  ASSERT_LT(b.cache().free_blocks(), 2);
+  const std::size_t k = b.add(ids(other), req);
+  while (b.step()) {
+  }
+  expect_same(b.result(k), solo(other, req), k);  // not ContextFull: the kept blocks went back
+  EXPECT_EQ(b.kept(), 1);
+}
+
+// Note [Long-running batches]: a cancel flag ends its request in the next step wherever it
+// is (generating, reading its prompt, queued), its blocks free before that step's forward.
+TEST_F(BatchGeneratorTest, CancelEndsARequestInTheNextStep) {
+  std::atomic<bool> stop_generating{false}, stop_reading{false}, stop_queued{false};
+  // A 16-token budget: the long prompt takes several steps; two slots: the third waits.
+  BatchGenerator b(*model_, *tok_, ctx_, {.n_parallel = 2, .n_ctx = 256, .n_batch = 16, .sampling = greedy()});
+  const auto generating = b.add(ids("Hi"), {.max_tokens = 100, .ignore_eos = true, .cancel = &stop_generating});
+  const auto reading = b.add(ids(kPrompts[4]), {.max_tokens = 100, .ignore_eos = true, .cancel = &stop_reading});
+  const auto queued = b.add(ids("zzz"), {.max_tokens = 100, .ignore_eos = true, .cancel = &stop_queued});
+  ASSERT_TRUE(b.step());
+  ASSERT_TRUE(b.step());
+  EXPECT_EQ(b.running(), 2);
+  const std::int64_t all = b.cache().total_blocks();
+  ASSERT_LT(b.cache().free_blocks(), all - 1);  // the long prompt holds a block past the first's
+  stop_reading = true;
+  stop_queued = true;
+  ASSERT_TRUE(b.step());
+  ASSERT_TRUE(b.finished(reading));
+  ASSERT_TRUE(b.finished(queued));
+  for (const auto i : {reading, queued}) {
+    EXPECT_EQ(b.result(i).reason, StopReason::Cancelled) << i;
+    EXPECT_TRUE(b.result(i).tokens.empty()) << i;
+  }
+  EXPECT_EQ(b.running(), 1);
+  EXPECT_EQ(b.cache().free_blocks(), all - 1) << "only the generating request's one block is held";
+  stop_generating = true;
+  EXPECT_FALSE(b.step());  // it ends before a forward: nothing left
+  EXPECT_EQ(b.result(generating).reason, StopReason::Cancelled);
+  EXPECT_EQ(b.result(generating).tokens.size(), 3u);  // one per step before the cancel
+  EXPECT_EQ(b.cache().free_blocks(), all);
+}
+
+// release() hands a finished request's result out and its index to the next add(): a
+// BatchGenerator that serves request after request holds only the unfinished ones.
+TEST_F(BatchGeneratorTest, ReleasedRequestsAreForgotten) {
+  BatchGenerator b(*model_, *tok_, ctx_, {.n_parallel = 2, .n_ctx = 64, .sampling = greedy()});
+  const Request req{.max_tokens = 4, .ignore_eos = true};
+  const std::string want = solo("zzz", req, 64).text;
+  for (int round = 0; round < 20; ++round) {
+    const std::size_t i = b.add(ids("zzz"), req), j = b.add(ids("Hi"), req);
+    EXPECT_LT(std::max(i, j), 2u) << "round " << round << ": indices are reused";
+    EXPECT_EQ(b.held(), 2);
+    while (b.step()) {
+    }
+    EXPECT_EQ(b.release(i).text, want);
+    EXPECT_EQ(b.release(j).tokens.size(), 4u);
+    EXPECT_EQ(b.held(), 0);
+    EXPECT_FALSE(b.finished(i));
+    EXPECT_THROW(b.release(i), Error);
+  }
 }
 
 TEST_F(BatchGeneratorTest, BadRequestsAreClearErrors) {

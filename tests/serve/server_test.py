@@ -5,7 +5,8 @@ random-weight model made by `fucina synth` (stdlib only).
 usage: server_test.py FUCINA_BIN WORK_DIR SUITE    (SUITE: api | concurrency | malformed)
   api          error shapes, API key, 413, 429 with Retry-After, timeout, /metrics, /health,
                /tokenize, client-disconnect cancellation
-  concurrency  32 concurrent streamed requests, each equal to its solo run at temperature 0
+  concurrency  32 concurrent streamed requests over 8 slots, each equal to its solo run at
+               temperature 0, run together; streams left mid-way free their sequences' KV
   malformed    >= 10,000 malformed requests (bad JSON, wrong types, huge numbers, invalid
                UTF-8, missing fields, random bytes, half-sent requests): always a 4xx or a
                closed connection, the server stays up and then serves a valid request
@@ -37,6 +38,18 @@ def synth_model(name, *flags):
     path = os.path.join(WORK, name)
     subprocess.run([FUCINA, "synth", path, "--arch", "qwen3", "--dtype", "f16", "--seed", "3", *flags],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return path
+
+
+def q8_model(name):
+    """A random model whose every matrix is Q8_0: its products are row-independent, so a
+    sequence's logits are the same batched or alone (model.hpp Note [Batched forward]). An f16
+    model's batched rows take another summation order, and its random logits have near-ties
+    that a last-bit difference can flip within 96 greedy tokens. (FFN 192: rows of whole
+    32-blocks, so no matrix falls back to f16.)"""
+    f16 = synth_model(name + ".f16.gguf", "--ffn", "192")
+    path = os.path.join(WORK, name)
+    subprocess.run([FUCINA, "quantize", f16, path, "q8_0"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return path
 
 
@@ -134,7 +147,7 @@ def is_error_shape(status, data, want_status):
 
 def suite_api():
     model = synth_model("tiny.gguf")
-    s = Server(model, "-c", "1024", "--max-queue", "0", "--max-body", "4096", key="sekrit")
+    s = Server(model, "-c", "1024", "--parallel", "1", "--max-queue", "0", "--max-body", "4096", key="sekrit")
     try:
         st, _, data = s.request("GET", "/health", headers={})
         check(st == 200 and json.loads(data) == {"status": "ok"}, f"/health: {st} {data}")
@@ -214,15 +227,20 @@ def suite_api():
 
 
 def suite_concurrency():
-    s = Server(synth_model("tiny.gguf"), "-c", "1024", "--parallel", "4", "--max-queue", "32")
+    """32 streams at once over 8 slots: each prints its solo run's text, and they really ran
+    together (generated tokens per engine step); then streams left mid-way: their sequences
+    end and every KV block is free again."""
+    s = Server(q8_model("tiny-q8.gguf"), "-c", "1024", "--parallel", "8", "--max-queue", "32")
     try:
         prompts = [f"request {i}: " + "xyz"[i % 3] * (i % 7) for i in range(32)]
-        solo = [s.stream(chat(p, max_tokens=24))[0] for p in prompts]
+        # Long enough that the streams overlap however the client threads start.
+        solo = [s.stream(chat(p, max_tokens=96, ignore_eos=True))[0] for p in prompts]
         results = [None] * 32
+        tokens0, steps0 = s.metric("fucina_generated_tokens_total"), s.metric("fucina_steps_total")
 
         def one(i):
             try:
-                results[i] = s.stream(chat(prompts[i], max_tokens=24))
+                results[i] = s.stream(chat(prompts[i], max_tokens=96, ignore_eos=True))
             except Exception as e:  # recorded, reported below
                 results[i] = ("error", repr(e), [])
 
@@ -235,6 +253,47 @@ def suite_concurrency():
             check(r is not None and r[2] and r[2][-1] == "[DONE]", f"stream {i} did not finish: {r}")
             check(r is not None and r[0] == solo[i], f"stream {i}: {r and r[0]!r} != solo {solo[i]!r}")
         check(len(set(solo)) > 1, "the prompts all gave the same text: the test would not notice a mix-up")
+        tokens = s.metric("fucina_generated_tokens_total") - tokens0
+        steps = s.metric("fucina_steps_total") - steps0
+        print(f"concurrent: {tokens:.0f} tokens in {steps:.0f} steps", flush=True)
+        check(tokens == 32 * 96 and steps > 0 and tokens / steps >= 3,
+              f"{tokens} tokens in {steps} steps: the streams did not run together")
+
+        # Streams left after a few chunks: each sequence is cancelled, its KV blocks freed. (The
+        # engine keeps the KV of its last finished sequences for reuse: Note [Kept prefixes],
+        # so "free" is compared with before the streams, not with the total.)
+        total, before = s.metric("fucina_kv_blocks_total"), s.metric("fucina_kv_blocks_free")
+        check(total and s.metric("fucina_running") == 0 and before > 0, f"{before} of {total} KV blocks free, nothing running")
+        seen, during = [0] * 6, []
+
+        def leave(i):
+            def on_chunk(_):
+                seen[i] += 1
+                if seen[i] == 5:
+                    during.append((s.metric("fucina_running"), s.metric("fucina_kv_blocks_free")))
+                    return False
+            s.stream(chat(prompts[i], max_tokens=100000, ignore_eos=True), on_chunk)
+
+        threads = [threading.Thread(target=leave, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        check(len(during) == 6 and max(r for r, _ in during) >= 1 and min(f for _, f in during) < before,
+              f"the long streams were not running or held no blocks: {during}")
+        for _ in range(100):  # the engine notices at its next step; bounded wait, no timing asserted
+            if s.metric("fucina_running") == 0 and s.metric("fucina_kv_blocks_free") == before:
+                break
+            time.sleep(0.05)
+        check(s.metric("fucina_running") == 0, "left streams still running")
+        after = s.metric("fucina_kv_blocks_free")
+        check(after == before, f"KV blocks not freed: {after} free after the streams left, {before} before")
+        generated = s.metric("fucina_generated_tokens_total")
+        check(generated - tokens0 - tokens < 6 * 1000, f"the left streams generated {generated - tokens0 - tokens} tokens")
+        time.sleep(0.3)
+        check(s.metric("fucina_generated_tokens_total") == generated, "tokens still being generated after the streams left")
+        st, _, data = s.post("/v1/chat/completions", chat(prompts[0], max_tokens=96, ignore_eos=True))
+        check(st == 200 and json.loads(data)["choices"][0]["message"]["content"] == solo[0], f"after the left streams: {st} {data[:200]}")
     finally:
         s.stop()
 

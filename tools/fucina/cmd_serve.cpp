@@ -4,6 +4,7 @@
 // SIGINT/SIGTERM.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <pthread.h>
@@ -32,12 +33,12 @@ constexpr std::string_view usage =
     "usage: fucina serve MODEL.gguf [options]\n"
     "  --host ADDR              address to listen on (default 127.0.0.1: this machine only)\n"
     "  --port N                 port (default 8080; 0: any free port, printed)\n"
-    "  --parallel N             slots: requests admitted to run at once (default 1; today\n"
-    "                           they run one after another, see docs/SERVER.md)\n"
+    "  --parallel N             sequences generated together, one forward pass per step\n"
+    "                           (continuous batching, default 4; each holds -c tokens of KV)\n"
     "  --max-queue Q            requests waiting beyond the slots before 429 (default 64)\n"
     "  --timeout S              per-request limit in seconds, queueing included (default 600)\n"
-    "  -c, --ctx N              context length (default: the model's)\n"
-    "  -b, --batch N            prompt batch size (default 512)\n"
+    "  -c, --ctx N              context length of each sequence (default: the model's, at most 4096)\n"
+    "  -b, --batch N            tokens per forward pass, all sequences together (default 512)\n"
     "  -t, --threads N          worker threads (default: all cores)\n"
     "  --api-key KEY            require Authorization: Bearer KEY (all but /health)\n"
     "  --api-key-file F         the same, the key read from F (first line)\n"
@@ -52,11 +53,15 @@ constexpr std::string_view usage =
 struct Options {
   std::string model, chat_template_file, alias;
   fucina::serve::ServerOptions server;
-  fucina::serve::EngineOptions engine;
+  fucina::serve::EngineOptions engine{.slots = 4};
   fucina::model::LoadOptions load;
   std::vector<std::pair<std::string, float>> loras;  // adapter, user scale
   int threads = 0;
 };
+
+// -c's default: the model's training context, capped as llama-server's default is, since every
+// slot holds a whole context of KV (a 40k-token model at 4 slots would want gigabytes).
+constexpr std::int64_t default_ctx_cap = 4096;
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find_first_of("\r\n")); }
 
@@ -70,8 +75,8 @@ Options parse(std::span<char* const> args) {
     else if (a == "--parallel") o.engine.slots = parse_num<int>(a, value());
     else if (a == "--max-queue") o.engine.max_queue = parse_num<int>(a, value());
     else if (a == "--timeout") o.server.timeout_seconds = parse_num<double>(a, value());
-    else if (a == "-c" || a == "--ctx") o.engine.generator.n_ctx = parse_num<std::int64_t>(a, value());
-    else if (a == "-b" || a == "--batch") o.engine.generator.n_batch = parse_num<std::int64_t>(a, value());
+    else if (a == "-c" || a == "--ctx") o.engine.batch.n_ctx = parse_num<std::int64_t>(a, value());
+    else if (a == "-b" || a == "--batch") o.engine.batch.n_batch = parse_num<std::int64_t>(a, value());
     else if (a == "-t" || a == "--threads") o.threads = fucina::cli::parse_threads(a, value());
     else if (a == "--api-key") o.server.api_key = value();
     else if (a == "--api-key-file") o.server.api_key = first_line(fucina::cli::read_input_file(value()));
@@ -95,8 +100,8 @@ Options parse(std::span<char* const> args) {
   if (o.engine.max_queue < 0 || o.engine.max_queue > 4096)
     throw UsageError{fmt::format("--max-queue must be 0..4096, got {}", o.engine.max_queue)};
   if (!(o.server.timeout_seconds > 0)) throw UsageError{fmt::format("--timeout must be positive, got {}", o.server.timeout_seconds)};
-  if (o.engine.generator.n_ctx < 0) throw UsageError{fmt::format("--ctx must be positive, got {}", o.engine.generator.n_ctx)};
-  if (o.engine.generator.n_batch < 1) throw UsageError{fmt::format("--batch must be at least 1, got {}", o.engine.generator.n_batch)};
+  if (o.engine.batch.n_ctx < 0) throw UsageError{fmt::format("--ctx must be positive, got {}", o.engine.batch.n_ctx)};
+  if (o.engine.batch.n_batch < 1) throw UsageError{fmt::format("--batch must be at least 1, got {}", o.engine.batch.n_batch)};
   if (o.server.max_body < 1024) throw UsageError{fmt::format("--max-body must be at least 1024, got {}", o.server.max_body)};
   for (const char* f : {"--api-key", "--api-key-file"})
     for (const auto* arg : args)
@@ -141,8 +146,10 @@ int serve_main(std::span<char* const> args) {
     auto model = fucina::model::Model::load(o.model, o.load);
     for (const auto& [path, scale] : o.loras) fucina::model::apply_lora_file(ctx, model, path, scale);
     const fucina::tokenizer::Tokenizer tok(fucina::tokenizer::load_tokenizer_data(model.file()));
-    fucina::serve::SerialEngine engine(model, tok, ctx, o.engine);
     const auto& cfg = model.config();
+    fucina::serve::EngineOptions engine_options = o.engine;
+    if (engine_options.batch.n_ctx == 0) engine_options.batch.n_ctx = std::min(cfg.n_ctx_train, default_ctx_cap);
+    fucina::serve::BatchEngine engine(model, tok, ctx, engine_options);
     const std::string id = !o.alias.empty() ? o.alias : std::filesystem::path(o.model).filename().string();
     const std::string tmpl = tmpl_override.empty() ? fucina::generate::chat_template_or_default(model.file()) : tmpl_override;
     // A template this engine cannot run: a --chat-template-file is refused at startup; the

@@ -18,7 +18,22 @@
 // A request admitted while a running sequence has already run a prefix of its prompt (at
 // least one 32-position block: a chat's next turn, a shared system prompt) forks that
 // prefix (PagedKvCache::fork: full blocks shared, not copied) and runs only the rest.
-// Requests admitted in the same step share nothing (none has run its prompt yet).
+// A request whose prefix a running sequence has still to run (the choices of one request,
+// clients sharing a system prompt arriving together) waits for it, up to the steps that
+// prefix takes, then forks it: admission holds back the queue behind it meanwhile.
+//
+// Note [Kept prefixes]: with keep_finished > 0, a sequence that finished (not cancelled)
+// keeps its KV, its prompt and the tokens it generated but the last, up to keep_finished
+// sequences, the most recently used last: a later request whose prompt starts with at least
+// a block of it forks it as it would a running sequence's (a system prompt sent again, a
+// chat's next turn). Kept sequences hold only blocks nobody needs yet: when a step's chunks
+// need more blocks than are free, the oldest kept sequences are closed first.
+//
+// Note [Long-running batches]: a server adds requests for ever, so it must not keep what
+// finished. release(i) moves a finished request's result out and frees its slot, whose
+// index a later add() reuses. A request's cancel flag is read at every step, also while it
+// is queued or reading its prompt: the step that sees it set ends the request (Cancelled)
+// and frees its blocks before its forward runs.
 #include <cstdint>
 #include <deque>
 #include <span>
@@ -37,6 +52,7 @@ struct BatchOptions {
   std::int64_t n_batch = 512;   // tokens per step (>= n_parallel)
   DType kv_type = DType::f16;
   sample::SamplerConfig sampling{};  // for requests without their own
+  std::int64_t keep_finished = 0;    // finished sequences whose KV is kept (Note [Kept prefixes])
   // The token bytes of grammar requests (grammar_vocabulary(tok)); unset: built on the
   // first request with a grammar.
   std::shared_ptr<const grammar::Vocabulary> vocabulary{};
@@ -50,8 +66,9 @@ class BatchGenerator {
   BatchGenerator(const BatchGenerator&) = delete;
   BatchGenerator& operator=(const BatchGenerator&) = delete;
 
-  // Queues a request for `prompt`; returns its index (results are in this order). Throws
-  // InvalidArgument for an empty prompt or one the context cannot hold.
+  // Queues a request for `prompt`; returns its index (results are in this order, until
+  // release() frees an index for reuse). Throws InvalidArgument for an empty prompt or one
+  // the context cannot hold.
   std::size_t add(std::span<const tokenizer::TokenId> prompt, Request request);
   // One forward over the running sequences; false when no request is left.
   bool step();
@@ -60,13 +77,28 @@ class BatchGenerator {
 
   bool finished(std::size_t request) const;
   const Result& result(std::size_t request) const;  // once finished
+  // Moves out the result of a finished request and forgets it (Note [Long-running batches]).
+  Result release(std::size_t request);
+  // Requests added and not yet released, finished or not.
+  std::int64_t held() const;
   std::int64_t running() const { return static_cast<std::int64_t>(running_.size()); }
+  std::int64_t kept() const { return static_cast<std::int64_t>(kept_.size()); }
   const model::PagedKvCache& cache() const { return cache_; }
 
  private:
   struct Sequence;
   void admit();
+  // The sequence and length of the longest prefix of `prompt` a running or kept sequence
+  // holds, and the longest a running one will hold once its prompt has run.
+  struct Prefix {
+    model::SeqId from = -1;
+    std::size_t ready = 0, coming = 0;
+  };
+  Prefix shared_prefix(std::span<const tokenizer::TokenId> prompt) const;
   void finish(Sequence& s);
+  void retire();  // finishes the running sequences that ended or are cancelled
+  void close_or_keep(Sequence& s);
+  std::int64_t drop_oldest_kept();  // returns the blocks it freed
 
   const model::Model& model_;
   const tokenizer::Tokenizer& tok_;
@@ -76,6 +108,12 @@ class BatchGenerator {
   std::vector<Sequence> seqs_;     // per request
   std::deque<std::size_t> queue_;  // requests not yet admitted
   std::vector<std::size_t> running_;  // admitted, in admission order
+  std::vector<std::size_t> unused_;   // released indices of seqs_, for add() to reuse
+  struct Kept {
+    model::SeqId seq;
+    std::vector<tokenizer::TokenId> tokens;  // what its cache holds
+  };
+  std::deque<Kept> kept_;  // Note [Kept prefixes], least recently used first
 };
 
 }  // namespace fucina::generate

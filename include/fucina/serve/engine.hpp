@@ -1,27 +1,34 @@
 #pragma once
 // The server's scheduler: it owns the generation slots and runs the jobs the HTTP layer
-// submits. The HTTP layer sees only Engine, so a continuous-batching engine (many sequences
-// stepped in one forward pass, issue 20) replaces SerialEngine without touching it.
+// submits. The HTTP layer sees only Engine (its tests script one of their own).
 //
-// Note [Serial engine]
-// SerialEngine is the first Engine: one Generator (one KV cache) on one thread runs the jobs
-// in arrival order, one at a time. `slots` is admission only: up to slots + max_queue jobs
-// are admitted (running or waiting), but they run one after another. Consecutive jobs share
-// the Generator, so a prompt that starts like the previous one (a system prompt, the next
-// turn of a chat) reuses the cached prefix (Note [Generation loop]). A job whose cancel flag
-// is set while it waits is dropped when it comes up (its on_done still runs); a running job
-// stops before its next token.
-#include <atomic>
+// Note [Batch engine]
+// BatchEngine is continuous batching (Note [Continuous batching] in batch_generator.hpp)
+// behind a queue: one thread owns a BatchGenerator and loops { take the jobs submitted
+// since the last step, add them; step(); hand every finished job its outcome }. Up to
+// `slots` jobs run at once, one forward pass per step serving all of them; up to
+// slots + max_queue jobs are admitted (running or waiting), the rest refused. Each token
+// reaches its job through the request's step callback, on the engine's thread, as the step
+// that sampled it ends. A job's cancel flag (the client left, its timeout passed) is read at
+// every step, so a cancelled job's sequence ends, and its KV blocks are free, by the next
+// step, whether it was queued, reading its prompt or generating. Finished jobs are released
+// from the BatchGenerator (Note [Long-running batches]): a server that runs for days holds
+// only its current jobs and the KV of the last `slots` finished ones (Note [Kept prefixes],
+// as llama-server's slots keep their last prompt). A job whose prompt starts with at least
+// one KV block of a running or kept sequence (the choices of one request, a system prompt
+// sent again, a chat's next turn) forks it instead of running it again.
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
-#include "fucina/generate/generator.hpp"
+#include "fucina/generate/batch_generator.hpp"
 
 namespace fucina::serve {
 
@@ -42,7 +49,9 @@ struct Job {
 struct EngineStats {
   std::int64_t waiting = 0, running = 0;  // jobs now
   std::int64_t jobs_done = 0, prompt_tokens = 0, generated_tokens = 0;  // totals
-  double busy_seconds = 0;  // total time spent generating
+  std::int64_t steps = 0;   // BatchGenerator steps: generated_tokens / steps is the batch at work
+  double busy_seconds = 0;  // total time spent stepping
+  std::int64_t kv_blocks_total = 0, kv_blocks_free = 0;  // the shared KV budget now
 };
 
 class Engine {
@@ -55,33 +64,40 @@ class Engine {
 };
 
 struct EngineOptions {
-  int slots = 1;      // --parallel
-  int max_queue = 64; // jobs admitted beyond the slots
-  generate::GeneratorOptions generator{};
+  int slots = 1;       // --parallel: sequences running at once
+  int max_queue = 64;  // jobs admitted beyond the slots
+  // Per sequence (n_ctx), tokens per step (n_batch), KV type; n_parallel is `slots`.
+  generate::BatchOptions batch{};
 };
 
-class SerialEngine final : public Engine {
+class BatchEngine final : public Engine {
  public:
   // model, tok and ctx must outlive the engine.
-  SerialEngine(const model::Model& model, const tokenizer::Tokenizer& tok, Context& ctx, const EngineOptions& options);
-  // Stops the thread: the running job is cancelled, waiting ones end Cancelled.
-  ~SerialEngine() override;
+  BatchEngine(const model::Model& model, const tokenizer::Tokenizer& tok, Context& ctx, const EngineOptions& options);
+  // Stops the thread; jobs not finished end Cancelled (their on_done runs).
+  ~BatchEngine() override;
 
   bool submit(std::vector<Job> jobs) override;
   EngineStats stats() const override;
-  std::int64_t context_length() const override { return generator_.cache().capacity(); }
+  std::int64_t context_length() const override { return context_length_; }
 
  private:
   void loop();
-  void run(Job& job);
+  void step(std::unordered_map<std::size_t, Job>& active);
+  void end(Job& job, const JobOutcome& outcome);
 
-  generate::Generator generator_;
-  const std::size_t capacity_;
+  const model::Model& model_;
+  const tokenizer::Tokenizer& tok_;
+  Context& ctx_;
+  const generate::BatchOptions options_;
+  std::optional<generate::BatchGenerator> batch_;  // the engine thread's only
+  const std::int64_t context_length_;
+  const std::size_t capacity_;  // jobs admitted at once
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<Job> waiting_;
-  bool running_ = false, stopping_ = false;
-  std::atomic<bool> stop_flag_{false};
+  std::deque<Job> submitted_;  // not yet handed to batch_
+  std::size_t admitted_ = 0;   // submitted, on_done not yet run
+  bool stopping_ = false;
   EngineStats totals_;
   std::thread thread_;
 };
