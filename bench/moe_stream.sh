@@ -7,11 +7,11 @@
 # and without a limit (its mmap pages the experts through the page cache). Peak RSS from
 # /usr/bin/time. The model is written to DIR and deleted on exit, whatever happens.
 #   bench/moe_stream.sh FUCINA [LLAMA_BIN_DIR]
-# env: DIR (/tmp/fucina_moe_stream), LAYERS (32: ~11 GB of experts), LIMIT_GB (6),
+# env: DIR (/tmp/fucina_moe_stream), LAYERS (32: ~11 GB of experts), LIMIT_GB (8),
 #      CACHES ("512 2048 4096" MiB), N (16 generated tokens), THREADS (2)
 set -euo pipefail
 fucina=$1 llama=${2:-}
-dir=${DIR:-/tmp/fucina_moe_stream} layers=${LAYERS:-32} limit_gb=${LIMIT_GB:-6}
+dir=${DIR:-/tmp/fucina_moe_stream} layers=${LAYERS:-32} limit_gb=${LIMIT_GB:-8}
 caches=${CACHES:-"512 2048 4096"} n=${N:-16} threads=${THREADS:-2}
 mkdir -p "$dir"
 model=$dir/moe_q4k.gguf
@@ -52,7 +52,7 @@ bench "fucina resident (RLIMIT_AS $limit_gb GiB)" prlimit --as=$limit "$fucina" 
 if [[ -n $llama ]]; then
   export LD_LIBRARY_PATH=$llama${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   bench "llama.cpp (RLIMIT_AS $limit_gb GiB)" prlimit --as=$limit "$llama/llama-bench" -m "$model"
-  bench "llama.cpp --no-mmap (RLIMIT_AS $limit_gb GiB)" prlimit --as=$limit "$llama/llama-bench" -m "$model" -mmp 0
+  bench "llama.cpp --no-mmap (RLIMIT_AS $limit_gb GiB)" prlimit --as=$limit "$llama/llama-bench" -m "$model" -lm none
   bench "llama.cpp (no limit, mmap)" "$llama/llama-bench" -m "$model"
 fi
 echo "== done, load average: $(cut -d' ' -f1-3 /proc/loadavg)"

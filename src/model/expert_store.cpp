@@ -60,6 +60,7 @@ struct ExpertStore::Impl {
     SlotState state = SlotState::empty;
     int refs = 0;  // live borrowed buffers
     std::uint64_t last_use = 0, uses = 0;
+    bool guessed = false;  // read on the next-layer guess and not fetched since
     std::array<const std::byte*, 3> data{};  // where each part's bytes begin (after O_DIRECT's lead)
     Handle handle{};
   };
@@ -81,7 +82,11 @@ struct ExpertStore::Impl {
   mutable std::mutex m;
   std::condition_variable cv;
   std::uint64_t clock = 0, hint_clock = 0;
-  std::deque<std::int64_t> queue;  // keys to prefetch
+  struct Wanted {
+    std::int64_t key;
+    bool guess;  // the next layer's, from its router
+  };
+  std::deque<Wanted> queue;  // to prefetch
   bool stop = false;
   ExpertStoreStats stats;
   std::thread reader;
@@ -120,6 +125,7 @@ struct ExpertStore::Impl {
     s.key = key;
     s.state = SlotState::loading;
     s.uses = 0;
+    s.guessed = false;
     index[key] = i;
   }
 
@@ -194,7 +200,7 @@ struct ExpertStore::Impl {
     while (true) {
       cv.wait(lk, [&] { return stop || !queue.empty(); });
       if (stop) return;
-      const std::int64_t key = queue.front();
+      const auto [key, guess] = queue.front();
       queue.pop_front();
       if (index.count(key)) continue;
       const std::int64_t v = victim(hint_clock);
@@ -213,7 +219,9 @@ struct ExpertStore::Impl {
       if (ok) {
         s.state = SlotState::ready;
         s.last_use = ++clock;
+        s.guessed = guess;
         ++stats.prefetched;
+        stats.guesses_read += guess ? 1 : 0;
       } else {
         index.erase(key);
         s.key = -1;
@@ -304,6 +312,8 @@ ExpertFfn ExpertStore::fetch(std::int64_t layer, std::int64_t expert) {
       slot.last_use = now;
       slot.refs += 3;
       ++s.stats.hits;
+      s.stats.guesses_used += slot.guessed ? 1 : 0;
+      slot.guessed = false;
       const std::size_t i = it->second;
       lk.unlock();
       return s.weights(i);
@@ -346,29 +356,33 @@ void ExpertStore::prefetch(Context& ctx, std::int64_t layer, std::span<const std
                            const Tensor<"seq", "embd">& h) {
   Impl& s = *impl_;
   if (!s.options.moe_prefetch) return;
-  std::vector<std::int64_t> keys;
-  for (std::int32_t e : experts) keys.push_back(layer * s.config.n_expert + e);
-  if (layer + 1 < s.config.n_layer) {
+  std::vector<Impl::Wanted> wanted;
+  for (std::int32_t e : experts) wanted.push_back({layer * s.config.n_expert + e, false});
+  // Guesses cost reads: they stop once 64 have been read and fewer than 1 in 4 were used.
+  const ExpertStoreStats st = stats();
+  const bool guess = st.guesses_read < 64 || 4 * st.guesses_used >= st.guesses_read;
+  if (guess && layer + 1 < s.config.n_layer) {
     // The next layer's router on this hidden state: each row's top k by logit (the softmax
     // keeps the order), at most half the cache of guesses.
     const auto logits = linear<"embd">(ctx, h, s.routers[static_cast<std::size_t>(layer + 1)]).to_vector();
     const std::int64_t ne = s.config.n_expert, k = s.config.n_expert_used, rows = h.size<"seq">();
-    const auto cap = static_cast<std::size_t>(keys.size() + std::max<std::size_t>(1, s.slots.size() / 2));
+    const std::size_t cap = wanted.size() + std::max<std::size_t>(1, s.slots.size() / 2);
     std::vector<std::int32_t> order(static_cast<std::size_t>(ne));
-    for (std::int64_t r = 0; r < rows && keys.size() < cap; ++r) {
+    for (std::int64_t r = 0; r < rows && wanted.size() < cap; ++r) {
       const float* p = logits.data() + r * ne;
       std::iota(order.begin(), order.end(), 0);
       std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](std::int32_t a, std::int32_t b) { return p[a] > p[b]; });
-      for (std::int64_t j = 0; j < k && keys.size() < cap; ++j) {
+      for (std::int64_t j = 0; j < k && wanted.size() < cap; ++j) {
         const std::int64_t key = (layer + 1) * ne + order[static_cast<std::size_t>(j)];
-        if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+        if (std::none_of(wanted.begin(), wanted.end(), [&](const Impl::Wanted& w) { return w.key == key; }))
+          wanted.push_back({key, true});
       }
     }
   }
   {
     std::lock_guard lk(s.m);
     s.hint_clock = ++s.clock;
-    s.queue.assign(keys.begin(), keys.end());
+    s.queue.assign(wanted.begin(), wanted.end());
   }
   s.cv.notify_all();
 }

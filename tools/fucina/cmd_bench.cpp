@@ -301,10 +301,10 @@ void print_json(const std::vector<Record>& recs) {
 void print_store_stats(const fucina::model::ExpertStoreStats& s) {
   const double mib = 1024.0 * 1024.0, fetches = static_cast<double>(s.hits + s.misses);
   fmt::print(stderr,
-             "fucina bench: moe-stream: {} slots of {:.2f} MiB, {} fetches, {:.1f}% from the cache, {} prefetched, "
-             "{:.1f} MiB read at {:.0f} MiB/s\n",
+             "fucina bench: moe-stream: {} slots of {:.2f} MiB, {} fetches, {:.1f}% from the cache, {} prefetched "
+             "({} on the next-layer guess, {} of them used), {:.1f} MiB read at {:.0f} MiB/s per reading thread\n",
              s.slots, static_cast<double>(s.expert_bytes) / mib, s.hits + s.misses,
-             fetches > 0 ? 100.0 * static_cast<double>(s.hits) / fetches : 0.0, s.prefetched,
+             fetches > 0 ? 100.0 * static_cast<double>(s.hits) / fetches : 0.0, s.prefetched, s.guesses_read, s.guesses_used,
              static_cast<double>(s.bytes_read) / mib, s.read_seconds > 0 ? static_cast<double>(s.bytes_read) / mib / s.read_seconds : 0.0);
 }
 

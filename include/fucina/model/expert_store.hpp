@@ -19,7 +19,9 @@
 // the store, once per layer, the experts the layer is about to fetch and the ones the next
 // layer's router picks for the same hidden state (a guess: the residual stream drifts slowly
 // between layers); a background thread reads them into slots untouched since that hint, while
-// the products run. A later hint replaces the rest of an earlier one.
+// the products run. A later hint replaces the rest of an earlier one. Guesses cost reads: once
+// 64 were read and fewer than 1 in 4 of them were used (a router the residual stream does not
+// predict, as a random model's), the store stops guessing.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -47,6 +49,8 @@ struct ExpertStoreStats {
   std::uint64_t hits = 0;           // fetches served from the cache (prefetched ones included)
   std::uint64_t misses = 0;         // fetches that read the file themselves
   std::uint64_t prefetched = 0;     // experts the background thread read
+  std::uint64_t guesses_read = 0;   // of which on the next-layer guess
+  std::uint64_t guesses_used = 0;   // guessed experts fetched before they were evicted
   std::uint64_t bytes_read = 0;     // by both threads
   double read_seconds = 0;          // time spent in pread, both threads
 };
