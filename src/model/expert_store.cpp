@@ -48,7 +48,6 @@ struct ExpertStore::Impl {
     std::uint64_t file_offset = 0;  // expert 0
     std::uint64_t bytes = 0;        // one expert
   };
-  struct Slot;
   // What a slot's borrowed buffers call on release (one per slot, stable address).
   struct Handle {
     Impl* impl;
@@ -65,6 +64,7 @@ struct ExpertStore::Impl {
     Handle handle{};
   };
 
+  std::filesystem::path path;
   std::optional<gguf::Reader> file;  // keeps the TensorInfo names alive
   ModelConfig config;
   std::vector<Weight<"expert", "embd">> routers;
@@ -143,18 +143,15 @@ struct ExpertStore::Impl {
     while (got < n) {
       const ssize_t r = ::pread(f, dst + got, static_cast<std::size_t>(n - got), static_cast<off_t>(from + got));
       if (r < 0 && errno == EINTR) continue;
-      FUCINA_CHECK(r >= 0, Io, "[moe-stream] cannot read experts from '{}': {}", file_name(), std::strerror(errno));
+      FUCINA_CHECK(r >= 0, Io, "[moe-stream] cannot read experts from '{}': {}", path.string(), std::strerror(errno));
       if (r == 0) break;
       got += static_cast<std::uint64_t>(r);
     }
-    FUCINA_CHECK(got >= lead + len, Io, "[moe-stream] '{}' ends inside an expert (at byte {})", file_name(), from + got);
+    FUCINA_CHECK(got >= lead + len, Io, "[moe-stream] '{}' ends inside an expert (at byte {})", path.string(), from + got);
     // Advice: a failure only leaves the pages cached.
     if (direct_fd < 0) (void)::posix_fadvise(fd, static_cast<off_t>(off), static_cast<off_t>(len), POSIX_FADV_DONTNEED);
     return dst + lead;
   }
-
-  std::string file_name() const { return path.string(); }
-  std::filesystem::path path;
 
   // Reads expert `key` into slot i (not holding m).
   void load(std::size_t i, std::int64_t key) {
