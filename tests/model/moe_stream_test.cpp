@@ -2,15 +2,18 @@
 // cache far smaller than them (fewer slots than one token uses, so experts are evicted every
 // step) gives the resident path's logits bit for bit, for every weight format, for a prompt,
 // for decode steps and for batched rows of several sequences; with and without the prefetch
-// thread and with O_DIRECT. Bad options are clear errors.
+// thread and with O_DIRECT. Bad options are clear errors. `synth --q4k-experts` (the
+// benchmark's models) writes Q4_K experts with the matrices' mean and std.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
 #include "fucina/gguf/reader.hpp"
 #include "fucina/model/expert_store.hpp"
 #include "fucina/model/model.hpp"
+#include "fucina/quant/k_quants.hpp"
 #include "support/synth_model.hpp"
 #include "support/temp_dir.hpp"
 
@@ -25,6 +28,12 @@ model::SynthSpec moe_spec(DType dtype) {
   return s;
 }
 
+model::SynthSpec q4k_experts_spec() {
+  model::SynthSpec s = moe_spec(DType::f16);
+  s.q4_k_experts = true;
+  return s;
+}
+
 std::vector<test::SynthCase> cases() {
   return {
       {"f32", moe_spec(DType::f32)},
@@ -34,6 +43,7 @@ std::vector<test::SynthCase> cases() {
       {"q4_0", moe_spec(DType::f32), quant::FileType::MostlyQ4_0},
       {"q4_k_m", moe_spec(DType::f32), quant::FileType::MostlyQ4_K_M},  // Q4_K and Q6_K experts mixed
       {"q6_k", moe_spec(DType::f32), quant::FileType::MostlyQ6_K},
+      {"synth_q4k_experts", q4k_experts_spec()},  // f16 attention, random Q4_K experts (synth --q4k-experts)
   };
 }
 
@@ -163,6 +173,33 @@ TEST_F(MoeStreamErrors, TheExpertRegionIsNotMapped) {
   }
   EXPECT_EQ(experts, 6u);  // 2 layers x gate, up, down
   EXPECT_EQ(f.file_size(), whole.bytes().size());
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(MoeStreamErrors, SynthQ4kExpertsHaveTheMatricesStatistics) {
+  model::write_synthetic_model(dir_ / "q4k.gguf", q4k_experts_spec());
+  const auto f = gguf::Reader::open(dir_ / "q4k.gguf");
+  for (const gguf::TensorInfo& t : f.tensors())
+    EXPECT_EQ(t.type == gguf::GgmlType::Q4_K, model::is_routed_expert_tensor(t.name)) << t.name;
+  const gguf::TensorInfo& gate = f.tensor("blk.1.ffn_gate_exps.weight");
+  const auto n = gate.n_elements();
+  std::vector<float> v(static_cast<std::size_t>(n));
+  quant::dequantize_row_q4_K(reinterpret_cast<const quant::BlockQ4_K*>(f.tensor_data(gate).data()), v.data(), n);
+  double sum = 0, sq = 0;
+  for (float x : v) sum += x, sq += static_cast<double>(x) * x;
+  const double mean = sum / static_cast<double>(n), sd = std::sqrt(sq / static_cast<double>(n) - mean * mean);
+  const double want = 1.0 / 16;  // 1/sqrt(hidden 256)
+  EXPECT_LT(std::fabs(mean), 0.01 * want);
+  EXPECT_NEAR(sd, want, 0.02 * want);
+
+  model::SynthSpec bad = q4k_experts_spec();
+  bad.n_ff_exp = 100;
+  const std::string e = test::error_of([&] { model::write_synthetic_model(dir_ / "bad.gguf", bad); });
+  EXPECT_NE(e.find("multiples of 256"), std::string::npos) << e;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "bad.gguf"));
 }
 
 }  // namespace
