@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -108,6 +109,7 @@ Reader Reader::open(const std::filesystem::path& path) {
   ::close(fd);
   Reader r;
   r.bytes_ = Bytes(static_cast<const std::byte*>(map->addr), map->size);
+  r.file_size_ = map->size;
   r.owner_ = map;
   r.mapped_ = true;
   try {
@@ -127,9 +129,97 @@ void Reader::release_pages(Bytes range) const {
   if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
+namespace {
+
+// A part-opened file: its header bytes and one mapping per run of mapped tensors.
+struct PartialFile {
+  std::vector<std::byte> header;
+  std::vector<std::unique_ptr<Mapping>> runs;
+};
+
+// The file's first `n` bytes (fewer at its end); Io on a read error.
+std::vector<std::byte> read_prefix(int fd, std::uint64_t n, const std::filesystem::path& path) {
+  std::vector<std::byte> buf(static_cast<std::size_t>(n));
+  std::size_t got = 0;
+  while (got < buf.size()) {
+    const ssize_t r = ::pread(fd, buf.data() + got, buf.size() - got, static_cast<off_t>(got));
+    if (r < 0 && errno == EINTR) continue;
+    FUCINA_CHECK(r >= 0, Io, "[gguf] cannot read '{}': {}", path.string(), std::strerror(errno));
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  buf.resize(got);
+  return buf;
+}
+
+}  // namespace
+
+Reader Reader::open(const std::filesystem::path& path, const std::function<bool(const TensorInfo&)>& map_tensor) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  FUCINA_CHECK(fd >= 0, Io, "[gguf] cannot open '{}': {}", path.string(), std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  FUCINA_CHECK(::fstat(fd, &st) == 0 && S_ISREG(st.st_mode), Io, "[gguf] '{}' is not a readable regular file",
+               path.string());
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  auto file = std::make_shared<PartialFile>();
+  Reader r;
+  r.file_size_ = size;
+  r.mapped_ = true;
+  r.partial_ = true;
+  // The header's length is only known once parsed: read a prefix, twice as long while the
+  // parse runs out of bytes (capped: a header is metadata, not weights).
+  constexpr std::uint64_t max_header = std::uint64_t{1} << 30;
+  for (std::uint64_t want = std::uint64_t{1} << 22;; want *= 2) {
+    file->header = read_prefix(fd, std::min({want, size, max_header}), path);
+    r.bytes_ = Bytes(file->header.data(), file->header.size());
+    r.kvs_.clear(), r.kv_index_.clear(), r.tensors_.clear(), r.tensor_index_.clear();
+    try {
+      r.parse_all();
+      break;
+    } catch (const Error& e) {
+      if (want >= size || want >= max_header) throw Error(e.code(), fmt::format("'{}': {}", path.string(), e.what()));
+    }
+  }
+  // Runs of consecutive (by offset) accepted tensors, each mapped from its page.
+  std::vector<const TensorInfo*> order;
+  for (const TensorInfo& t : r.tensors_) order.push_back(&t);
+  std::sort(order.begin(), order.end(), [](const TensorInfo* a, const TensorInfo* b) { return a->offset < b->offset; });
+  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  auto map_run = [&](std::uint64_t begin, std::uint64_t end) {
+    const std::uint64_t start = r.data_offset_ + begin, from = start / page * page;
+    auto m = std::make_unique<Mapping>();
+    m->size = static_cast<std::size_t>(r.data_offset_ + end - from);
+    void* p = ::mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(from));
+    FUCINA_CHECK(p != MAP_FAILED, Io, "[gguf] cannot mmap '{}': {}", path.string(), std::strerror(errno));
+    m->addr = p;
+    r.regions_.push_back({begin, Bytes(static_cast<const std::byte*>(p) + (start - from), end - begin)});
+    file->runs.push_back(std::move(m));
+  };
+  std::uint64_t run_begin = 0, run_end = 0;
+  bool open_run = false;
+  for (const TensorInfo* t : order) {
+    if (!map_tensor(*t)) {
+      if (open_run) map_run(run_begin, run_end);
+      open_run = false;
+    } else if (open_run) {
+      run_end = std::max(run_end, t->offset + t->size_bytes);
+    } else if (t->size_bytes > 0) {
+      run_begin = t->offset, run_end = t->offset + t->size_bytes, open_run = true;
+    }
+  }
+  if (open_run) map_run(run_begin, run_end);
+  r.owner_ = file;
+  return r;
+}
+
 Reader Reader::parse(Bytes bytes) {
   Reader r;
   r.bytes_ = bytes;
+  r.file_size_ = bytes.size();
   r.parse_all();
   return r;
 }
@@ -138,6 +228,7 @@ Reader Reader::parse(std::vector<std::byte> bytes) {
   auto owned = std::make_shared<std::vector<std::byte>>(std::move(bytes));
   Reader r;
   r.bytes_ = Bytes(owned->data(), owned->size());
+  r.file_size_ = owned->size();
   r.owner_ = owned;
   r.parse_all();
   return r;
@@ -238,7 +329,7 @@ void Reader::parse_all() {
   const std::uint64_t infos_end = c.pos();
   header_end_ = infos_end;
   data_offset_ = (infos_end + alignment_ - 1) / alignment_ * alignment_;
-  const std::uint64_t size = bytes_.size();
+  const std::uint64_t size = file_size_;
   if (n_tensors == 0) return;
   FUCINA_CHECK(data_offset_ <= size, InvalidFile,
                "[gguf] data section would start past the end of the file (size {}) at byte offset {}", size,
@@ -334,9 +425,15 @@ const TensorInfo& Reader::tensor(std::string_view name) const {
 }
 
 Bytes Reader::tensor_data(const TensorInfo& info) const {
-  const std::uint64_t data_size = bytes_.size() >= data_offset_ ? bytes_.size() - data_offset_ : 0;
+  const std::uint64_t data_size = file_size_ >= data_offset_ ? file_size_ - data_offset_ : 0;
   FUCINA_CHECK(info.offset <= data_size && info.size_bytes <= data_size - info.offset, InvalidArgument,
                "[gguf] tensor '{}' is not a tensor of this file", printable(info.name));
+  if (partial_) {
+    for (const Region& g : regions_)
+      if (info.offset >= g.offset && info.offset + info.size_bytes <= g.offset + g.bytes.size())
+        return g.bytes.subspan(static_cast<std::size_t>(info.offset - g.offset), static_cast<std::size_t>(info.size_bytes));
+    fail(ErrorCode::InvalidArgument, fmt::format("[gguf] tensor '{}' is not mapped (it is read from the file)", printable(info.name)));
+  }
   return bytes_.subspan(static_cast<std::size_t>(data_offset_ + info.offset), static_cast<std::size_t>(info.size_bytes));
 }
 

@@ -8,6 +8,7 @@
 #include "fucina/autograd/node.hpp"
 #include "fucina/core/ops/checkpoint.hpp"
 #include "fucina/core/ops/index.hpp"
+#include "fucina/model/expert_store.hpp"
 #include "fucina/model/llama.hpp"
 #include "fucina/model/qwen3_moe.hpp"
 
@@ -17,9 +18,22 @@ Model::Model(gguf::Reader file, const LoadOptions& options)
     : file_(std::move(file)), config_(read_config(file_)), weights_(load_weights(file_, config_, options)) {}
 
 Model Model::load(const std::filesystem::path& path, const LoadOptions& options) {
-  return Model(gguf::Reader::open(path), options);
+  if (!options.moe_stream) return Model(gguf::Reader::open(path), options);
+  // Note [Streamed experts]: the expert stacks stay unmapped, read on demand.
+  auto file = gguf::Reader::open(path, [](const gguf::TensorInfo& t) { return !is_routed_expert_tensor(t.name); });
+  FUCINA_CHECK(read_config(file).moe, InvalidArgument,
+               "[moe-stream] '{}' is not a mixture-of-experts model: it has no routed experts to stream", path.string());
+  Model m(std::move(file), options);
+  std::vector<Weight<"expert", "embd">> routers;
+  for (const LayerWeights& L : m.weights_.layers) routers.push_back(L.router);
+  auto store = std::make_shared<ExpertStore>(path, m.file_, m.config_, std::move(routers), options);
+  for (LayerWeights& L : m.weights_.layers) L.expert_store = store;
+  return m;
 }
-Model Model::from_reader(gguf::Reader file, const LoadOptions& options) { return Model(std::move(file), options); }
+Model Model::from_reader(gguf::Reader file, const LoadOptions& options) {
+  FUCINA_CHECK(!options.moe_stream, InvalidArgument, "[moe-stream] streamed experts need a model file (Model::load)");
+  return Model(std::move(file), options);
+}
 
 KvCache Model::new_cache(Context& ctx, std::int64_t n_ctx, DType dtype) const {
   return KvCache(ctx, config_, n_ctx > 0 ? n_ctx : config_.n_ctx_train, dtype);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fucina/core/ops/index.hpp"
+#include "fucina/model/expert_store.hpp"
 
 namespace fucina::model {
 
@@ -52,30 +53,35 @@ Routing route(Context& ctx, const ModelConfig& c, const LayerWeights& w, const T
 
 }  // namespace
 
-Tensor<"seq", "embd"> moe_ffn(Context& ctx, const ModelConfig& c, const LayerWeights& w,
+Tensor<"seq", "embd"> moe_ffn(Context& ctx, const ModelConfig& c, const LayerWeights& w, std::int64_t layer,
                               const Tensor<"seq", "embd">& h) {
   const std::int64_t n = h.size<"seq">(), k = c.n_expert_used, embd = c.n_embd;
   const Routing routing = route(ctx, c, w, h);
   const std::vector<std::int32_t>& sel = routing.expert;
   const auto weights = merge<"seq", "slot", "ts">(routing.weight);  // [token·k + slot]
 
+  // Per expert, the (token·k + slot)s routed to it; each active expert runs once, in order.
+  std::vector<std::vector<std::int32_t>> rows_of(static_cast<std::size_t>(c.n_expert));
+  for (std::int64_t i = 0; i < n * k; ++i) rows_of[static_cast<std::size_t>(sel[static_cast<std::size_t>(i)])].push_back(static_cast<std::int32_t>(i));
+  std::vector<std::int32_t> active;
+  for (std::int64_t e = 0; e < c.n_expert; ++e)
+    if (!rows_of[static_cast<std::size_t>(e)].empty()) active.push_back(static_cast<std::int32_t>(e));
+  if (w.expert_store) w.expert_store->prefetch(ctx, layer, active, h);  // Note [Streamed experts]
+
   std::vector<float> slots(static_cast<std::size_t>(n * k * embd));  // [token][slot][embd]
   std::vector<std::vector<std::int32_t>> expert_rows;  // per active expert: its (token·k + slot)s
   std::vector<autograd::NodeRef> expert_nodes;
   bool grad = false;
-  std::vector<std::int32_t> rows;
-  for (std::int64_t e = 0; e < c.n_expert; ++e) {
-    rows.clear();
-    for (std::int64_t i = 0; i < n * k; ++i)
-      if (sel[static_cast<std::size_t>(i)] == e) rows.push_back(static_cast<std::int32_t>(i));
-    if (rows.empty()) continue;
+  for (const std::int32_t e : active) {
+    const std::vector<std::int32_t>& rows = rows_of[static_cast<std::size_t>(e)];
     const auto m = static_cast<std::int64_t>(rows.size());
     std::vector<std::int32_t> tok(rows.size());
     for (std::size_t r = 0; r < rows.size(); ++r) tok[r] = static_cast<std::int32_t>(rows[r] / k);
     auto xe = gather<"seq">(ctx, h, TensorT<DType::i32, "tok">::from_data(ctx, {m}, tok));  // <tok, embd>
     auto row_w = gather<"ts">(ctx, weights, TensorT<DType::i32, "tok">::from_data(ctx, {m}, rows));
-    auto ff = swiglu_ggml(ctx, linear<"embd">(ctx, xe, w.gate_exps.expert(e)), linear<"embd">(ctx, xe, w.up_exps.expert(e)));
-    auto ye = mul(ctx, linear<"eff">(ctx, ff, w.down_exps.expert(e)), row_w);
+    const ExpertFfn ex = w.expert_store ? w.expert_store->fetch(layer, e) : resident_expert(w, e);
+    auto ff = swiglu_ggml(ctx, linear<"embd">(ctx, xe, ex.gate), linear<"embd">(ctx, xe, ex.up));
+    auto ye = mul(ctx, linear<"eff">(ctx, ff, ex.down), row_w);
     const float* y = ye.data().data();
     for (std::int64_t r = 0; r < m; ++r)  // scatter back to (token, slot)
       std::memcpy(slots.data() + static_cast<std::int64_t>(rows[static_cast<std::size_t>(r)]) * embd, y + r * embd,
@@ -104,7 +110,7 @@ Tensor<"seq", "embd"> qwen3moe_block(Context& ctx, const ModelConfig& c, const L
   auto x2 = add(ctx, x, attention(ctx, c, w, layer, h, batch));
   if (prune) x2 = output_rows(ctx, x2, batch);  // as llama_block
   auto h2 = mul(ctx, rms_norm<"embd">(ctx, x2, c.rms_eps), w.ffn_norm);
-  return add(ctx, x2, moe_ffn(ctx, c, w, h2));
+  return add(ctx, x2, moe_ffn(ctx, c, w, layer, h2));
 }
 
 }  // namespace fucina::model

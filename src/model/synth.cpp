@@ -19,6 +19,7 @@
 #include "fucina/core/thread_pool.hpp"
 #include "fucina/gguf/reader.hpp"
 #include "fucina/gguf/writer.hpp"
+#include "fucina/quant/k_quants.hpp"
 
 namespace fucina::model {
 
@@ -72,7 +73,15 @@ std::uint32_t file_type(DType d) {  // llama_ftype: ALL_F32, MOSTLY_F16, MOSTLY_
   }
 }
 
-std::size_t element_bytes(gguf::GgmlType t) { return t == gguf::GgmlType::F32 ? 4 : 2; }
+// What a tensor is generated in: single elements of f32/f16/bf16, or whole Q4_K blocks.
+struct Unit {
+  std::int64_t elements;
+  std::size_t bytes;
+};
+Unit unit_of(gguf::GgmlType t) {
+  if (t == gguf::GgmlType::Q4_K) return {quant::kQK_K, sizeof(quant::BlockQ4_K)};
+  return {1, t == gguf::GgmlType::F32 ? 4u : 2u};
+}
 
 // synth_gguf.py's tensor list, in its order.
 std::vector<Plan> plan_tensors(const SynthSpec& s, std::int64_t n_vocab) {
@@ -85,7 +94,7 @@ std::vector<Plan> plan_tensors(const SynthSpec& s, std::int64_t n_vocab) {
   };
   auto norm = [&](std::string name, std::int64_t n) { p.push_back({std::move(name), gguf::GgmlType::F32, {n, 1, 1}, 1, true, 0.f}); };
   auto experts = [&](std::string name, std::int64_t rows, std::int64_t cols) {
-    p.push_back({std::move(name), mt, {cols, rows, s.n_expert}, 3, false, std});
+    p.push_back({std::move(name), s.q4_k_experts ? gguf::GgmlType::Q4_K : mt, {cols, rows, s.n_expert}, 3, false, std});
   };
   mat("token_embd.weight", n_vocab, h, s.tied ? 0.1f : 1.0f, mt);
   for (std::int64_t l = 0; l < s.n_layer; ++l) {
@@ -185,11 +194,32 @@ inline void normal_pair(std::uint64_t key, std::uint64_t k, float& c, float& s) 
   s = rad * std::bit_cast<float>(std::bit_cast<std::uint32_t>(bs) ^ ((q & 2u) << 30));
 }
 
-// Values [begin, end) of tensor `p` (normal stream `seed`) into `out` (element begin at out[0]).
+// Q4_K blocks [begin, end) of tensor `p` (stream `seed`): uniform random 4-bit values, every
+// sub-block scale and min 32, d and dmin set so the values have mean 0 and std p.std.
+void fill_q4_k(const Plan& p, std::uint64_t seed, std::int64_t begin, std::int64_t end, std::byte* out) {
+  constexpr int sc = 32;
+  const float d = p.std / (sc * 4.6098f);  // a uniform 0..15 has std sqrt(255/12)
+  quant::BlockQ4_K blk{};
+  blk.d = float_to_half(d);
+  blk.dmin = float_to_half(7.5f * d);
+  // get_scale_min_k4's packing of scale = min = 32 for all 8 sub-blocks.
+  for (int j = 0; j < 8; ++j) blk.scales[j] = 0xA0;
+  for (int j = 8; j < 12; ++j) blk.scales[j] = 0;
+  for (std::int64_t b = begin; b < end; ++b) {
+    for (int i = 0; i < 16; ++i) {
+      const std::uint64_t r = rng::bits(seed, static_cast<std::uint64_t>(b) * 16 + static_cast<std::uint64_t>(i));
+      std::memcpy(blk.qs + 8 * i, &r, 8);
+    }
+    std::memcpy(out + static_cast<std::size_t>(b - begin) * sizeof blk, &blk, sizeof blk);
+  }
+}
+
+// Units [begin, end) of tensor `p` (normal stream `seed`) into `out` (unit begin at out[0]).
 void fill(const Plan& p, std::uint64_t seed, std::int64_t begin, std::int64_t end, std::byte* out) {
+  if (p.type == gguf::GgmlType::Q4_K) return fill_q4_k(p, seed, begin, end, out);
   constexpr std::int64_t block = 1024;
   float z[block];
-  const std::size_t eb = element_bytes(p.type);
+  const std::size_t eb = unit_of(p.type).bytes;
   for (std::int64_t b0 = begin; b0 < end; b0 += block) {
     const std::int64_t b1 = std::min(end, b0 + block);
     synth_normals(seed, static_cast<std::uint64_t>(b0), std::span<float>(z, static_cast<std::size_t>(b1 - b0)));
@@ -220,8 +250,9 @@ void stream_tensors(const gguf::Writer& layout, const std::vector<Plan>& plans, 
   for (std::size_t t = 0; t < plans.size(); ++t) {
     const Plan& p = plans[t];
     const std::uint64_t stream = rng::bits(seed, t);
-    const std::size_t eb = element_bytes(p.type);
-    const std::int64_t n = p.n_elements();
+    const Unit u = unit_of(p.type);
+    const std::size_t eb = u.bytes;
+    const std::int64_t n = p.n_elements() / u.elements;
     for (std::int64_t c0 = 0; c0 < n; c0 += chunk) {
       const std::int64_t c1 = std::min(n, c0 + chunk);
       buf.resize(static_cast<std::size_t>(c1 - c0) * eb);
@@ -282,6 +313,9 @@ void check_synth_spec(const SynthSpec& s) {
     check_range("experts used (--experts-used)", s.n_expert_used, 1, s.n_expert);
     check_range("expert FFN size (--expert-ffn)", s.n_ff_exp, 1, max_width);
   }
+  FUCINA_CHECK(!s.q4_k_experts || (is_moe(s) && s.n_embd % quant::kQK_K == 0 && s.n_ff_exp % quant::kQK_K == 0),
+               InvalidArgument, "[synth] Q4_K experts (--q4k-experts) need qwen3moe with --hidden and --expert-ffn multiples of {}",
+               quant::kQK_K);
   check_range("FFN size (--ffn)", s.n_ff, 1, max_width);
   check_range("context length (--ctx)", s.n_ctx, 1, max_ctx);
   check_positive_finite("RoPE base (--rope-base)", s.rope_base);
@@ -342,7 +376,8 @@ void write_synthetic_model(const std::filesystem::path& out, const SynthSpec& s,
 
   const std::vector<Plan> plans = plan_tensors(s, n_vocab);
   double total = 0;
-  for (const Plan& p : plans) total += static_cast<double>(p.n_elements()) * static_cast<double>(element_bytes(p.type));
+  for (const Plan& p : plans)
+    total += static_cast<double>(p.n_elements() / unit_of(p.type).elements) * static_cast<double>(unit_of(p.type).bytes);
   FUCINA_CHECK(total <= max_file_bytes, InvalidArgument, "[synth] the model would take {:.3g} bytes (limit {:.3g})", total,
                max_file_bytes);
   for (const Plan& p : plans) w.add_tensor(p.name, p.type, std::span<const std::int64_t>(p.ne.data(), p.n_dims));

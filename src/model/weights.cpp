@@ -121,13 +121,20 @@ class Loader {
     return Weight<Out, In>(TensorT<DType::f32, Out, In>(std::move(r)));
   }
 
+  // A routed-expert stack borrowed from the mapping; checked only (left empty) when the
+  // experts are streamed.
   template <TagName Out, TagName In>
   ExpertWeights<Out, In> experts(const std::string& name, std::int64_t n, std::int64_t out, std::int64_t in) {
-    if (auto q = quantized_rows(name, n, out, in)) return ExpertWeights<Out, In>(std::move(*q), n);
-    RawTensor r = raw(name, {n, out, in});
-    if (!r.buf) return {};
-    if (r.dtype == DType::f16) return ExpertWeights<Out, In>(TensorT<DType::f16, "expert", Out, In>(std::move(r)));
-    return ExpertWeights<Out, In>(TensorT<DType::f32, "expert", Out, In>(std::move(r)));
+    const gguf::TensorInfo* t = f_.find_tensor(name);
+    if (!t) {
+      missing_.push_back(name);
+      return {};
+    }
+    (void)check_expert_stack(*t, n, out, in);
+    if (options_.moe_stream) return {};
+    const gguf::Bytes bytes = f_.tensor_data(*t);
+    return expert_stack<Out, In>(*t, borrow_buffer(const_cast<std::byte*>(bytes.data()), bytes.size()), bytes.data(), n,
+                                 out, in, options_.fast_prefill);
   }
 
   template <TagName T>
@@ -152,6 +159,46 @@ class Loader {
 };
 
 }  // namespace
+
+std::uint64_t check_expert_stack(const gguf::TensorInfo& t, std::int64_t n, std::int64_t out, std::int64_t in) {
+  FUCINA_CHECK(t.n_dims == 3 && t.ne[0] == in && t.ne[1] == out && t.ne[2] == n, InvalidFile,
+               "[model] tensor '{}' has shape [{}] (ggml order), expected [{}, {}, {}]", t.name, fmt::join(t.shape(), ", "),
+               in, out, n);
+  if (t.type != gguf::GgmlType::F32 && t.type != gguf::GgmlType::F16) {
+    const auto traits = quant::find_codec_traits(static_cast<std::uint32_t>(t.type));
+    const bool bf16 = t.type == gguf::GgmlType::BF16;  // read by matmul_quant's bf16 arm
+    FUCINA_CHECK(traits && (bf16 || (traits->block_size > 1 && quant::dot_kernel(quant::best_dot_arm(), traits->type))),
+                 Unsupported, "[model] tensor '{}' has type {}: no product kernel for it", t.name, gguf::to_string(t.type));
+  }
+  return t.size_bytes / static_cast<std::uint64_t>(n);
+}
+
+namespace detail {
+StackView stack_view(const gguf::TensorInfo& t, BufferRef owner, const std::byte* data, std::int64_t n, std::int64_t out,
+                     std::int64_t in, bool fast_prefill) {
+  StackView v;
+  if (t.type == gguf::GgmlType::F32 || t.type == gguf::GgmlType::F16) {
+    const Dims shape{n, out, in};
+    FUCINA_ASSERT(owner.bytes() == data);
+    // Read-only memory (the mapping, the expert cache): inference never writes through weights.
+    v.raw.buf = std::move(owner);
+    v.raw.dtype = t.type == gguf::GgmlType::F32 ? DType::f32 : DType::f16;
+    v.raw.rank = 3;
+    v.raw.shape = shape;
+    v.raw.strides = contiguous_strides(shape, 3);
+    return v;
+  }
+  const auto traits = quant::find_codec_traits(static_cast<std::uint32_t>(t.type));
+  v.quant.owner = std::move(owner);
+  v.quant.data = data;
+  v.quant.type = traits->type;
+  v.quant.rows = n * out;
+  v.quant.cols = in;
+  v.quant.row_bytes = quant::row_bytes(traits->type, in);
+  v.quant.fast_prefill = fast_prefill;
+  return v;
+}
+}  // namespace detail
 
 ModelWeights load_weights(const gguf::Reader& file, const ModelConfig& c, const LoadOptions& options) {
   Context ctx({.threads = 1});  // only converts the odd f16 norm vector

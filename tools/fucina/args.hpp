@@ -79,12 +79,30 @@ inline int check_threads(std::string_view flag, int n) {
 }
 inline int parse_threads(std::string_view flag, const std::string& s) { return check_threads(flag, parse_num<int>(flag, s)); }
 
-// The model-loading flags run and bench share; false when `a` is not one of them.
-inline bool parse_load_flag(std::string_view a, model::LoadOptions& o) {
+// The model-loading flags run, bench and serve share (args[i]; a value advances i); false
+// when args[i] is not one of them. --moe-cache implies --moe-stream.
+inline bool parse_load_flag(std::span<char* const> args, std::size_t& i, model::LoadOptions& o) {
+  const std::string_view a = args[i];
   if (a == "--fast-prefill") o.fast_prefill = true;
   else if (a == "--no-repack") o.repack = false;
-  else return false;
+  else if (a == "--moe-stream") o.moe_stream = true;
+  else if (a == "--moe-cache") {
+    constexpr std::int64_t max_mib = std::int64_t{1} << 24;  // 16 TiB: no overflow in bytes
+    const auto mib = parse_num<std::int64_t>(a, flag_value(args, i));
+    if (mib < 1 || mib > max_mib)
+      throw UsageError{fmt::format("--moe-cache must be 1..{} MiB, got {}", max_mib, mib)};
+    o.moe_stream = true;
+    o.moe_cache_bytes = static_cast<std::uint64_t>(mib) << 20;
+  } else {
+    return false;
+  }
   return true;
 }
+
+// Their help lines (each command's usage ends with them).
+inline constexpr std::string_view moe_stream_help =
+    "  --moe-stream             MoE models: read the routed experts from the file on demand\n"
+    "                           into a bounded cache instead of mapping them (same logits)\n"
+    "  --moe-cache MB           the expert cache for --moe-stream (implies it; default 4096)\n";
 
 }  // namespace fucina::cli

@@ -29,6 +29,7 @@
 #include "args.hpp"
 #include "command.hpp"
 #include "fucina/core/rng.hpp"
+#include "fucina/model/expert_store.hpp"
 #include "fucina/model/model.hpp"
 #include "fucina/quant/quantize_model.hpp"
 
@@ -85,7 +86,7 @@ Options parse(std::span<char* const> args) {
     else if (a == "-b" || a == "--batch") o.batch = parse_num<std::int64_t>(a, value());
     else if (a == "--no-warmup") o.warmup = false;
     else if (a == "--parallel") o.parallel = parse_list<std::int64_t>(a, value());
-    else if (parse_load_flag(a, o.load)) {}  // --fast-prefill, --no-repack
+    else if (parse_load_flag(args, i, o.load)) {}  // --fast-prefill, --no-repack, --moe-*
     else if (a == "-o" || a == "--output") {
       const std::string f = value();
       if (f != "md" && f != "json") throw UsageError{fmt::format("--output must be md or json, not '{}'", f)};
@@ -296,10 +297,21 @@ void print_json(const std::vector<Record>& recs) {
   fmt::print("{}\n", out.dump(2));
 }
 
+// --moe-stream: how the expert cache did over all runs (stderr).
+void print_store_stats(const fucina::model::ExpertStoreStats& s) {
+  const double mib = 1024.0 * 1024.0, fetches = static_cast<double>(s.hits + s.misses);
+  fmt::print(stderr,
+             "fucina bench: moe-stream: {} slots of {:.2f} MiB, {} fetches, {:.1f}% from the cache, {} prefetched "
+             "({} on the next-layer guess, {} of them used), {:.1f} MiB read at {:.0f} MiB/s per reading thread\n",
+             s.slots, static_cast<double>(s.expert_bytes) / mib, s.hits + s.misses,
+             fetches > 0 ? 100.0 * static_cast<double>(s.hits) / fetches : 0.0, s.prefetched, s.guesses_read, s.guesses_used,
+             static_cast<double>(s.bytes_read) / mib, s.read_seconds > 0 ? static_cast<double>(s.bytes_read) / mib / s.read_seconds : 0.0);
+}
+
 int bench_main(std::span<char* const> args) {
   for (const char* a : args)
     if (std::string_view(a) == "-h" || std::string_view(a) == "--help") {
-      fmt::print("{}", usage);
+      fmt::print("{}{}", usage, fucina::cli::moe_stream_help);
       return 0;
     }
   const Options o = parse(args);
@@ -355,6 +367,7 @@ int bench_main(std::span<char* const> args) {
         recs.push_back(std::move(r));
       }
     }
+    if (const auto& store = model.weights().layers.front().expert_store) print_store_stats(store->stats());
   }
   if (!o.parallel.empty()) print_batched(batched, o.json);
   else if (o.json) print_json(recs);

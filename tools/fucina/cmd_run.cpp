@@ -180,7 +180,7 @@ Options parse(std::span<char* const> args) {
     else if (a == "--echo") o.echo = true;
     else if (a == "--no-parse-special") o.parse_special = false;
     else if (a == "--chat") o.chat = true;
-    else if (parse_load_flag(a, o.load)) {}  // --fast-prefill, --no-repack
+    else if (parse_load_flag(args, i, o.load)) {}  // --fast-prefill, --no-repack, --moe-*
     else if (a == "--system") o.system = value();
     else if (a == "-i" || a == "--interactive") o.interactive = true;
     else if (a == "--parallel") {
@@ -349,7 +349,7 @@ int run_parallel(const Options& o, const fucina::model::Model& model, const tk::
 int run_main(std::span<char* const> args) {
   for (const char* a : args)
     if (std::string_view(a) == "-h" || std::string_view(a) == "--help") {
-      fmt::print("{}", usage);
+      fmt::print("{}{}", usage, fucina::cli::moe_stream_help);
       return 0;
     }
   Options o = parse(args);

@@ -89,7 +89,7 @@ Options parse(std::span<char* const> args) {
       o.loras.emplace_back(std::move(file), parse_num<float>(a, value()));
     }
     else if (a == "-m" || a == "--model") o.model = value();
-    else if (fucina::cli::parse_load_flag(a, o.load)) {}
+    else if (fucina::cli::parse_load_flag(args, i, o.load)) {}
     else if (a.size() > 1 && a[0] == '-') throw UsageError{fmt::format("unknown option '{}' (see fucina serve --help)", a)};
     else if (o.model.empty()) o.model = std::string(a);
     else throw UsageError{fmt::format("unexpected argument '{}' (see fucina serve --help)", a)};
@@ -114,7 +114,7 @@ Options parse(std::span<char* const> args) {
 int serve_main(std::span<char* const> args) {
   for (const char* a : args)
     if (std::string_view(a) == "-h" || std::string_view(a) == "--help") {
-      fmt::print("{}", usage);
+      fmt::print("{}{}", usage, fucina::cli::moe_stream_help);
       return 0;
     }
   const Options o = parse(args);

@@ -48,6 +48,8 @@ constexpr std::string_view usage =
     "  --tied                 no output.weight: the token embedding is the output projection\n"
     "  --dtype f32|f16|bf16   matrix type (norms stay f32) [f32]\n"
     "  --std F                matrix weight std [1/sqrt(hidden)]\n"
+    "  --q4k-experts          qwen3moe: routed experts as random Q4_K blocks (fast; for\n"
+    "                         --moe-stream benchmarks on files larger than memory)\n"
     "  --seed S               random seed [0]\n"
     "  -t, --threads N        worker threads [all cores; the output does not depend on it]\n"
     "  -h, --help             this help\n"
@@ -93,6 +95,7 @@ int synth_main(std::span<char* const> args) {
     else if (a == "--std") spec.std = parse_num<float>(a, value());
     else if (a == "--seed") spec.seed = parse_num<std::uint64_t>(a, value());
     else if (a == "--tied") spec.tied = true;
+    else if (a == "--q4k-experts") spec.q4_k_experts = true;
     else if (a == "--lora-for") lora_for = value();
     else if (a == "--rank") lora.rank = parse_num<std::int64_t>(a, value());
     else if (a == "--alpha") lora.alpha = parse_num<float>(a, value());

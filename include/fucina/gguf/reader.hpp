@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -53,6 +54,11 @@ class Reader {
  public:
   // Maps `path` read-only; the mapping lives as long as the Reader (or a copy of it).
   static Reader open(const std::filesystem::path& path);
+  // Reads the header and maps only the tensors `map_tensor` accepts (each run of accepted
+  // neighbours one mapping): the others take no address space, for a file larger than the
+  // process may map (RLIMIT_AS) whose other tensors are read with pread (model/expert_store.hpp).
+  // tensor_data of a tensor not mapped throws InvalidArgument.
+  static Reader open(const std::filesystem::path& path, const std::function<bool(const TensorInfo&)>& map_tensor);
   // Parses bytes the caller keeps alive for the Reader's lifetime.
   static Reader parse(Bytes bytes);
   // Parses and keeps `bytes` (handy for small generated files and tests).
@@ -60,7 +66,8 @@ class Reader {
 
   std::uint32_t version() const { return version_; }
   std::uint32_t alignment() const { return alignment_; }
-  Bytes bytes() const { return bytes_; }             // the whole file
+  Bytes bytes() const { return bytes_; }             // the whole file (the header only when opened in part)
+  std::uint64_t file_size() const { return file_size_; }
   // Drops the resident pages of the whole pages inside `range` from this process (they
   // refault from the file on the next read): for data copied elsewhere, such as repacked
   // weights. A no-op unless the Reader maps a file.
@@ -126,6 +133,14 @@ class Reader {
   std::shared_ptr<const void> owner_;  // the mapping or owned buffer, if any
   bool mapped_ = false;                // owner_ is a file mapping
   Bytes bytes_;
+  std::uint64_t file_size_ = 0;  // bytes_.size() unless opened in part
+  // Opened in part: the mapped runs, by file offset; bytes_ holds the header only.
+  struct Region {
+    std::uint64_t offset;
+    Bytes bytes;
+  };
+  std::vector<Region> regions_;
+  bool partial_ = false;
   std::uint32_t version_ = 0;
   std::uint32_t alignment_ = default_alignment;
   std::uint64_t data_offset_ = 0;

@@ -31,6 +31,9 @@ struct SynthSpec {
   float rope_base = 10000.f, rms_eps = 1e-6f, std = 0.f /*0: 1/sqrt(n_embd)*/;
   bool tied = false;
   DType dtype = DType::f32;  // f32 | f16 | bf16 for matrices; norms f32
+  // qwen3moe: the routed experts as random Q4_K blocks (uniform 4-bit values, the matrices'
+  // std), written at disk speed: MoE files larger than memory for --moe-stream benchmarks.
+  bool q4_k_experts = false;
   std::uint64_t seed = 0;
   std::filesystem::path vocab_from;  // GGUF whose tokenizer.* metadata is copied; empty = built-in byte vocab
 };

@@ -5,10 +5,12 @@
 // expert stacks [in, out, n_expert] are Tensor<"expert", Out, In>. f32 and f16 weights go
 // through model/f16_matmul.hpp, which reads the rows in place and sums in llama.cpp's order
 // (Note [ggml summation order]). Norm vectors are tiny and are kept (or converted to) f32.
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "fucina/fucina.hpp"
+#include "fucina/gguf/reader.hpp"
 #include "fucina/model/backward.hpp"
 #include "fucina/model/config.hpp"
 #include "fucina/model/f16_matmul.hpp"
@@ -229,6 +231,33 @@ class ExpertWeights {
   std::int64_t n_expert_ = 0;
 };
 
+// Checks a stored routed-expert stack against [n_expert, out, in] (InvalidFile) and the
+// kernels this build has (Unsupported); returns the bytes of one expert's matrix.
+std::uint64_t check_expert_stack(const gguf::TensorInfo& info, std::int64_t n_expert, std::int64_t out, std::int64_t in);
+
+namespace detail {
+struct StackView {
+  QuantMatrix quant;  // a block type (or BF16): n * out rows
+  RawTensor raw;      // f32 / f16: [n, out, in]
+};
+StackView stack_view(const gguf::TensorInfo& info, BufferRef owner, const std::byte* data, std::int64_t n,
+                     std::int64_t out, std::int64_t in, bool fast_prefill);
+}  // namespace detail
+
+// n consecutive experts of the (checked) stack `info`, over `data` (n matrices in the file's
+// layout, kept alive by `owner`): what load_weights makes of a mapped stack, and what the
+// expert store makes of one expert read from the file (n = 1), so both multiply alike.
+template <TagName Out, TagName In>
+ExpertWeights<Out, In> expert_stack(const gguf::TensorInfo& info, BufferRef owner, const std::byte* data, std::int64_t n,
+                                    std::int64_t out, std::int64_t in, bool fast_prefill) {
+  detail::StackView v = detail::stack_view(info, std::move(owner), data, n, out, in, fast_prefill);
+  if (v.quant.data) return ExpertWeights<Out, In>(std::move(v.quant), n);
+  if (v.raw.dtype == DType::f16) return ExpertWeights<Out, In>(TensorT<DType::f16, "expert", Out, In>(std::move(v.raw)));
+  return ExpertWeights<Out, In>(TensorT<DType::f32, "expert", Out, In>(std::move(v.raw)));
+}
+
+class ExpertStore;  // model/expert_store.hpp
+
 struct LayerWeights {
   Tensor<"embd"> attn_norm, ffn_norm;
   Tensor<"hd"> q_norm, k_norm;  // qwen3*: per-head RMSNorm of q and k
@@ -240,6 +269,9 @@ struct LayerWeights {
   Weight<"expert", "embd"> router;  // MoE FFN
   ExpertWeights<"eff", "embd"> gate_exps, up_exps;
   ExpertWeights<"embd", "eff"> down_exps;
+  // Set when the routed experts are read from the file on demand (Note [Streamed experts]):
+  // the stacks above are then empty.
+  std::shared_ptr<ExpertStore> expert_store;
 };
 
 struct ModelWeights {
@@ -262,6 +294,12 @@ struct LoadOptions {
   // kernels (Note [Interleaved weights] in quant/packed.hpp) and f16/f32 matrices copied,
   // both into huge-page memory, the file's pages released; off: the mapped file in place.
   bool repack = true;
+  // Routed experts (ffn_{gate,up,down}_exps) left out: Model::load reads them from the file
+  // on demand into a cache of moe_cache_bytes (Note [Streamed experts], model/expert_store.hpp).
+  bool moe_stream = false;
+  std::uint64_t moe_cache_bytes = std::uint64_t{4096} << 20;
+  bool moe_direct_io = false;  // O_DIRECT expert reads instead of buffered ones dropped from the page cache
+  bool moe_prefetch = true;    // a background thread reads the experts about to be used
 };
 ModelWeights load_weights(const gguf::Reader& file, const ModelConfig& config, const LoadOptions& options = {});
 
