@@ -8,12 +8,30 @@
 // a full cache is a clear error before any work.
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "fucina/fucina.hpp"
 #include "fucina/model/config.hpp"
 
 namespace fucina::model {
+
+// Where one layer's cached keys and values of one sequence live, read in place by the
+// attention kernels: position p is row row(p) of `keys` / `values` ([rows, kvh, hd], the
+// cache's type). A solo cache is one block (no table); a paged cache maps positions through
+// its block table (Note [Paged KV cache]).
+struct KvView {
+  RawTensor keys, values;
+  std::span<const std::int32_t> blocks{};  // empty: position p is row p
+  std::int64_t block_size = 0;
+  std::int64_t row(std::int64_t p) const {
+    return blocks.empty() ? p : blocks[static_cast<std::size_t>(p / block_size)] * block_size + p % block_size;
+  }
+  // The end of the run of positions from p that are consecutive rows (p's block).
+  std::int64_t run_end(std::int64_t p, std::int64_t end) const {
+    return blocks.empty() ? end : std::min(end, (p / block_size + 1) * block_size);
+  }
+};
 
 class KvCache {
  public:
@@ -36,6 +54,7 @@ class KvCache {
   // The stored rows themselves, in the cache's type (views, no copy).
   RawTensor stored_keys(std::int64_t layer, std::int64_t n) const;
   RawTensor stored_values(std::int64_t layer, std::int64_t n) const;
+  KvView view(std::int64_t layer) const { return {k_[static_cast<std::size_t>(layer)], v_[static_cast<std::size_t>(layer)]}; }
   void advance(std::int64_t n);
 
   // Throws InvalidArgument when K/V for n_positions do not fit in this machine's memory.

@@ -10,9 +10,10 @@
 // written by its one owner. close() hands back the blocks no other sequence holds. A
 // sequence has a context limit n_ctx, as a solo KvCache's capacity (it also picks the
 // split of Note [split decode], so a batched row gets its solo run's arithmetic).
-// Attention reads a sequence's rows gathered into one contiguous [n, kvh, hd] tensor, so
-// the kernels of a solo cache run unchanged (the gather copies the rows once per layer and
-// step: the price of not teaching the kernels block tables yet).
+// Decode rows (and chunks of < 64 rows) read the blocks in place through view() (a KvView:
+// the one-row kernel walks keys in runs that never cross a block, Note [Decode at depth]);
+// longer prompt chunks on the tiled kernel read the sequence's rows gathered into one
+// contiguous [n, kvh, hd] tensor by keys()/values(), a copy per layer that their n rows share.
 //
 // The protocol per sequence is Note [KV cache protocol] in kv_cache.hpp: reserve(), then per
 // layer store() and keys()/values(), then advance() once every layer is done.
@@ -61,6 +62,10 @@ class PagedKvCache {
   // The first n positions of seq, contiguous, in the cache's type.
   RawTensor keys(Context& ctx, std::int64_t layer, SeqId seq, std::int64_t n) const;
   RawTensor values(Context& ctx, std::int64_t layer, SeqId seq, std::int64_t n) const;
+  // seq's rows of one layer in place, through its block table (valid until seq grows).
+  KvView view(std::int64_t layer, SeqId seq) const {
+    return {k_[static_cast<std::size_t>(layer)], v_[static_cast<std::size_t>(layer)], at(seq).blocks, block_size_};
+  }
   void advance(SeqId seq, std::int64_t n);
 
  private:
