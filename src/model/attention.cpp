@@ -42,10 +42,16 @@ Tensor<"seq", "kvh", "grp", "hd"> per_sequence(Context& ctx, const Tensor<"seq",
   return out;
 }
 
-// Whether n new rows over a cache of this type take ggml's one-row f16 path
-// (flash_attention_f16, reading the cache in place) rather than the tiled one.
-bool one_row_path(const ModelConfig& c, DType cache, std::int64_t n) {
-  return cache == DType::f16 && (n < kTiledFromRows || c.head_dim % kTiledHeadMultiple != 0);
+// Whether n new rows over a cache of this type take ggml's one-row path (reading the cache
+// in place: always for q8_0) rather than the tiled one.
+bool one_row_path(const ModelConfig& c, KvType cache, std::int64_t n) {
+  return cache == KvType::q8_0 ||
+         (cache == KvType::f16 && (n < kTiledFromRows || c.head_dim % kTiledHeadMultiple != 0));
+}
+
+Tensor<"seq", "kvh", "grp", "hd"> one_row_attention(Context& ctx, KvType cache, const Tensor<"seq", "kvh", "grp", "hd">& q,
+                                                    std::span<const AttentionRows> rows, float scale) {
+  return cache == KvType::q8_0 ? flash_attention_q8_0(ctx, q, rows, scale) : flash_attention_f16(ctx, q, rows, scale);
 }
 
 // The n = q.size<"seq">() new rows over keys/values (the cache's stored type, contiguous)
@@ -113,7 +119,7 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
       const SeqId seq = batch.seq_ids[s];
       const std::int64_t r0 = batch.seq_starts[s], n = batch.seq_starts[s + 1] - r0, n_past = cache.size(seq);
       cache.store(ctx, layer, seq, narrow<"seq">(k, r0, n), narrow<"seq">(v, r0, n));
-      if (one_row_path(c, cache.dtype(), n))
+      if (one_row_path(c, cache.type(), n))
         one_row.push_back({.r0 = r0, .n = n, .n_past = n_past,
                            .kv_chunk = split_decode_chunk(n, n_past + n, cache.capacity(), ctx.threads()),
                            .kv = cache.view(layer, seq)});
@@ -121,7 +127,7 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
         tiled.push_back(s);
     }
     o = one_row.empty() ? Tensor<"seq", "kvh", "grp", "hd">::empty(ctx, qc.sizes())
-                        : flash_attention_f16(ctx, qc, one_row, scale);
+                        : one_row_attention(ctx, cache.type(), qc, one_row, scale);
     const std::int64_t row = qc.size<"kvh">() * qc.size<"grp">() * qc.size<"hd">();
     for (const std::size_t s : tiled) {  // long prompt chunks: gathered once, tiled kernel
       const SeqId seq = batch.seq_ids[s];
@@ -134,11 +140,11 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
     KvCache& cache = *batch.cache;
     const std::int64_t n = h.size<"seq">(), n_past = cache.size(), n_kv = n_past + n;
     cache.store(ctx, layer, k, v);
-    if (one_row_path(c, cache.dtype(), n)) {
+    if (one_row_path(c, cache.type(), n)) {
       const AttentionRows rows{.r0 = 0, .n = n, .n_past = n_past,
                                .kv_chunk = split_decode_chunk(n, n_kv, cache.capacity(), ctx.threads()),
                                .kv = cache.view(layer)};
-      o = flash_attention_f16(ctx, qg, std::span(&rows, 1), scale);
+      o = one_row_attention(ctx, cache.type(), qg, std::span(&rows, 1), scale);
     } else {
       o = tiled_attention(ctx, qg, cache.stored_keys(layer, n_kv), cache.stored_values(layer, n_kv), n_past, scale);
     }

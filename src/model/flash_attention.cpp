@@ -7,6 +7,8 @@
 
 #include "fucina/kernels/arch.hpp"
 #include "fucina/model/f16_matmul.hpp"
+#include "fucina/quant/blocks_legacy.hpp"
+#include "fucina/quant/vec_dot.hpp"
 
 #if FUCINA_ARCH_AVX512
 #include <immintrin.h>
@@ -169,19 +171,18 @@ void attend_rows(const KvView& kv, std::int64_t h, const float* const* qs, int g
   }
 }
 
-}  // namespace
-
-Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q_in,
-                                                      std::span<const AttentionRows> seqs, float scale) {
-  const auto q = contiguous(ctx, q_in);
-  const std::int64_t kvh = q.size<"kvh">(), grp = q.size<"grp">(), hd = q.size<"hd">();
+// Checks every sequence's rows and cache against q ([seq, kvh, grp, hd]) and a cache of
+// `type` storing `units` per head row.
+void check_rows(const Tensor<"seq", "kvh", "grp", "hd">& q, std::span<const AttentionRows> seqs, KvType type,
+                std::int64_t units) {
+  const std::int64_t kvh = q.size<"kvh">(), hd = q.size<"hd">();
   for (const AttentionRows& s : seqs) {
     const RawTensor& kr = s.kv.keys;
     const RawTensor& vr = s.kv.values;
-    FUCINA_CHECK(kr.dtype == DType::f16 && vr.dtype == DType::f16 && kr.rank == 3 && vr.rank == 3 && kr.shape[1] == kvh &&
-                     kr.shape[2] == hd && vr.shape[1] == kvh && vr.shape[2] == hd,
-                 ShapeMismatch, "[flash_attention] q has {} kv heads of {} dims, the f16 cache {} of {}", kvh, hd,
-                 kr.shape[1], kr.shape[2]);
+    FUCINA_CHECK(s.kv.type == type && kr.rank == 3 && vr.rank == 3 && kr.shape[1] == kvh && kr.shape[2] == units &&
+                     vr.shape[1] == kvh && vr.shape[2] == units,
+                 ShapeMismatch, "[flash_attention] q has {} kv heads of {} dims, the {} cache does not match", kvh, hd,
+                 kv_type_name(s.kv.type));
     FUCINA_CHECK(s.r0 >= 0 && s.n > 0 && s.r0 + s.n <= q.size<"seq">() && s.n_past >= 0, InvalidArgument,
                  "[flash_attention] rows [{}, {}) of {}", s.r0, s.r0 + s.n, q.size<"seq">());
     FUCINA_CHECK(s.kv.blocks.empty() ? s.n_past + s.n <= kr.shape[0]
@@ -189,20 +190,37 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor
                  InvalidArgument, "[flash_attention] {} past + {} new positions are not in the cache", s.n_past, s.n);
     FUCINA_ASSERT(kr.strides[2] == 1 && vr.strides[2] == 1);
   }
+}
+
+// Runs task(s, i, h, g0, g_count) for every sequence s, its row i, KV head h and group of
+// up to `group` query rows from g0, over the pool.
+template <class Task>
+void for_each_row_group(Context& ctx, std::span<const AttentionRows> seqs, std::int64_t kvh, std::int64_t grp,
+                        std::int64_t group, Task task) {
+  const std::int64_t groups = (grp + group - 1) / group;
+  std::vector<std::int64_t> first{0};  // the tasks of sequence s start at first[s]
+  for (const AttentionRows& s : seqs) first.push_back(first.back() + s.n * kvh * groups);
+  ctx.pool().parallel_for(first.back(), [&](std::int64_t t) {
+    const auto si = static_cast<std::size_t>(std::upper_bound(first.begin(), first.end(), t) - first.begin() - 1);
+    const std::int64_t u = t - first[si];
+    const std::int64_t g0 = (u % groups) * group;
+    task(seqs[si], u / (kvh * groups), (u / groups) % kvh, g0, static_cast<int>(std::min(group, grp - g0)));
+  });
+}
+
+}  // namespace
+
+Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q_in,
+                                                      std::span<const AttentionRows> seqs, float scale) {
+  const auto q = contiguous(ctx, q_in);
+  const std::int64_t kvh = q.size<"kvh">(), grp = q.size<"grp">(), hd = q.size<"hd">();
+  check_rows(q, seqs, KvType::f16, hd);
   auto out = Tensor<"seq", "kvh", "grp", "hd">::empty(ctx, q.sizes());
   const float* qp = q.data().data();
   float* op = out.mutable_data().data();
-  // Tasks: (sequence row, KV head, pair of query rows), numbered through `first`.
-  const std::int64_t pairs = (grp + kPair - 1) / kPair;
-  std::vector<std::int64_t> first{0};
-  for (const AttentionRows& s : seqs) first.push_back(first.back() + s.n * kvh * pairs);
-  ctx.pool().parallel_for(first.back(), [&](std::int64_t t) {
-    const auto si = static_cast<std::size_t>(std::upper_bound(first.begin(), first.end(), t) - first.begin() - 1);
-    const AttentionRows& s = seqs[si];
-    const std::int64_t u = t - first[si];
-    const std::int64_t i = u / (kvh * pairs), h = (u / pairs) % kvh, g0 = (u % pairs) * kPair;
+  for_each_row_group(ctx, seqs, kvh, grp, kPair, [&](const AttentionRows& s, std::int64_t i, std::int64_t h,
+                                                     std::int64_t g0, int g_count) {
     const std::int64_t n_seen = s.n_past + i + 1;
-    const int g_count = static_cast<int>(std::min<std::int64_t>(kPair, grp - g0));
     thread_local std::vector<float> qh;
     qh.resize(static_cast<std::size_t>(kPair * hd));
     const float* qs[kPair];
@@ -216,6 +234,52 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor
     }
     const std::int64_t chunk = s.kv_chunk > 0 && s.n == 1 ? s.kv_chunk : n_seen;
     attend_rows(s.kv, h, qs, g_count, hd, n_seen, chunk, scale, o);
+  });
+  return out;
+}
+
+Tensor<"seq", "kvh", "grp", "hd"> flash_attention_q8_0(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q_in,
+                                                       std::span<const AttentionRows> seqs, float scale) {
+  using quant::BlockQ8_0;
+  constexpr std::int64_t kBlock = 32, kUnits = sizeof(BlockQ8_0) / sizeof(Half);
+  const auto q = contiguous(ctx, q_in);
+  const std::int64_t kvh = q.size<"kvh">(), grp = q.size<"grp">(), hd = q.size<"hd">();
+  FUCINA_CHECK(hd % kBlock == 0, Unsupported, "[flash_attention] a q8_0 cache needs a head size that is a multiple of 32");
+  check_rows(q, seqs, KvType::q8_0, hd / kBlock * kUnits);
+  auto out = Tensor<"seq", "kvh", "grp", "hd">::empty(ctx, q.sizes());
+  const float* qp = q.data().data();
+  float* op = out.mutable_data().data();
+  for_each_row_group(ctx, seqs, kvh, grp, 1, [&](const AttentionRows& s, std::int64_t i, std::int64_t h, std::int64_t g,
+                                                 int) {
+    const RawTensor& kr = s.kv.keys;
+    const RawTensor& vr = s.kv.values;
+    const Half* k0 = kr.data<Half>() + h * kr.strides[1];
+    const Half* v0 = vr.data<Half>() + h * vr.strides[1];
+    const std::int64_t r = ((s.r0 + i) * kvh + h) * grp + g;
+    thread_local std::vector<BlockQ8_0> q8;
+    thread_local std::vector<float> acc, v;
+    q8.resize(static_cast<std::size_t>(hd / kBlock));
+    acc.assign(static_cast<std::size_t>(hd), 0.f);
+    v.resize(static_cast<std::size_t>(hd));
+    quant::quantize_act_q8_0(qp + r * hd, q8.data(), hd);  // ggml's from_float for Q8_0's vec_dot_type
+    SoftmaxState st;
+    for (std::int64_t p = 0; p <= s.n_past + i; ++p) {
+      const std::int64_t row = s.kv.row(p);
+      const float sc = quant::vec_dot_q8_0_q8_0(hd, k0 + row * kr.strides[0], q8.data()) * scale;
+      float ms = 1.f, vs = 1.f;
+      if (sc > st.max) {
+        ms = std::exp(st.max - sc);
+        st.max = sc;
+        for (float& a : acc) a *= ms;  // ggml_vec_scale_f32
+      } else {
+        vs = std::exp(sc - st.max);
+      }
+      quant::dequantize_row_q8_0(reinterpret_cast<const BlockQ8_0*>(v0 + row * vr.strides[0]), v.data(), hd);
+      for (std::int64_t d = 0; d < hd; ++d) acc[d] = std::fma(v[d], vs, acc[d]);  // ggml_vec_mad_f32
+      st.sum = std::fma(st.sum, ms, vs);
+    }
+    const float inv = inverse(st.sum);
+    for (std::int64_t d = 0; d < hd; ++d) op[r * hd + d] = acc[d] * inv;
   });
   return out;
 }

@@ -40,6 +40,7 @@ namespace {
 
 using fucina::cli::parse_list;
 using fucina::cli::parse_load_flag;
+using fucina::cli::parse_kv_flag;
 using fucina::cli::parse_num;
 using fucina::cli::check_threads;
 using fucina::cli::UsageError;
@@ -53,7 +54,7 @@ constexpr std::string_view usage =
     "  -r, --repetitions R      timed repetitions per test (default 5)\n"
     "  -t, --threads N[,N..]    worker threads (default: all cores)\n"
     "  -b, --batch N            prompt batch size (default 512)\n"
-    "  --kv-type f16|f32        KV cache element type (default f16)\n"
+    "  --kv-type f16|f32|q8_0   KV cache element type (default f16; also -ctk/-ctv T)\n"
     "  --no-warmup              skip the untimed warm-up run\n"
     "  --fast-prefill           quantized prompts through the f32 GEMM (not bit-exact)\n"
     "  --no-repack              use the weights in the mapped file as they are (no interleaved\n"
@@ -71,7 +72,7 @@ struct Options {
   std::int64_t batch = 512;
   bool warmup = true, json = false;
   fucina::model::LoadOptions load;
-  fucina::DType kv = fucina::DType::f16;
+  fucina::cli::KvFlags kv;
 };
 
 Options parse(std::span<char* const> args) {
@@ -96,11 +97,7 @@ Options parse(std::span<char* const> args) {
       const std::string f = value();
       if (f != "md" && f != "json") throw UsageError{fmt::format("--output must be md or json, not '{}'", f)};
       o.json = f == "json";
-    } else if (a == "--kv-type") {
-      const std::string t = value();
-      if (t == "f16") o.kv = fucina::DType::f16;
-      else if (t == "f32") o.kv = fucina::DType::f32;
-      else throw UsageError{fmt::format("--kv-type must be f16 or f32, not '{}'", t)};
+    } else if (parse_kv_flag(a, value, o.kv)) {  // --kv-type, -ctk, -ctv
     } else if (a.size() > 1 && a[0] == '-') throw UsageError{fmt::format("unknown option '{}' (see fucina bench --help)", a)};
     else o.models.emplace_back(a);
   }
@@ -188,7 +185,7 @@ std::pair<double, double> run_batched(const fucina::model::Model& model, fucina:
                                       std::int64_t pp, std::int64_t tg, std::int64_t pl, std::uint64_t seed) {
   using Chunk = fucina::model::Model::SeqChunk;
   const std::int64_t vocab = model.config().n_vocab;
-  auto cache = model.new_paged_cache(ctx, fucina::model::PagedKvCache::budget_for(pl, pp + tg), pp + tg, o.kv);
+  auto cache = model.new_paged_cache(ctx, fucina::model::PagedKvCache::budget_for(pl, pp + tg), pp + tg, o.kv.type);
   std::vector<fucina::model::SeqId> seqs;
   std::vector<std::vector<std::int32_t>> prompts;
   for (std::int64_t j = 0; j < pl; ++j) {
@@ -365,7 +362,7 @@ int bench_main(std::span<char* const> args) {
           r.n_gen = ng;
           r.n_depth = depth;
           r.n_batch = o.batch;
-          auto cache = model.new_cache(ctx, depth + np + ng, o.kv);
+          auto cache = model.new_cache(ctx, depth + np + ng, o.kv.type);
           if (depth > 0) (void)model.prefill(ctx, cache, random_ids(depth, cfg.n_vocab, 999), o.batch);
           if (o.warmup) (void)run_once(model, ctx, o, cache, depth, np, ng, 0);
           for (int rep = 0; rep < o.reps; ++rep)

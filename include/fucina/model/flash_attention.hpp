@@ -40,4 +40,11 @@ struct AttentionRows {
 Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q,
                                                       std::span<const AttentionRows> seqs, float scale);
 
+// The same over q8_0 caches (Note [q8_0 KV cache]), ggml's one-row path for quantized K/V
+// (any number of rows, never split): each query row is encoded to Q8_0 (unrounded), scored
+// by the Q8_0 x Q8_0 dot, and the online softmax keeps an f32 output: acc = acc · ms on a
+// new max, then acc = fma(v, vs, acc) over the dequantized value row; the result acc / S.
+Tensor<"seq", "kvh", "grp", "hd"> flash_attention_q8_0(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q,
+                                                       std::span<const AttentionRows> seqs, float scale);
+
 }  // namespace fucina::model
