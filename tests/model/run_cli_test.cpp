@@ -166,6 +166,10 @@ TEST_F(RunCli, BenchBadFlags) {
   expect_one_line_error(run("bench " + model() + " -r 0"), 2, "--repetitions");
   expect_one_line_error(run("bench " + model() + " -d -1"), 2, "-d");
   expect_one_line_error(run("bench " + model() + " --parallel 2 -d 8"), 2, "-d");
+  expect_one_line_error(run("bench " + model() + " --kv-type q4"), 2, "q4");
+  expect_one_line_error(run("bench " + model() + " -ctk q8_0 -ctv f16"), 2, "must match");
+  // The test model's heads are 16 wide: a q8_0 cache (blocks of 32 per head row) is refused.
+  expect_one_line_error(run("bench " + model() + " -p 0 -n 2 -r 1 -ctk q8_0 -ctv q8_0"), 1, "multiple of 32");
   expect_one_line_error(run("bench " + model() + " -o xml"), 2, "xml");
   expect_one_line_error(run("bench " + model() + " -p 1,x"), 2, "x");
   expect_one_line_error(run("bench"), 2, "no model");
