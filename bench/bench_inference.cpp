@@ -119,12 +119,14 @@ void bench_gemm(benchmark::State& state, QuantType t, bool packed) {
 }
 
 void bench_attention_decode(benchmark::State& state) {
-  const std::int64_t n_kv = 512, kvh = 8, grp = 2, hd = 128;
+  const std::int64_t n_kv = state.range(0), kvh = 8, grp = 2, hd = 128;
   auto q = Tensor<"seq", "kvh", "grp", "hd">::randn(ctx(), {1, kvh, grp, hd}, 3);
   auto k = Tensor<"kseq", "kvh", "hd">::randn(ctx(), {n_kv, kvh, hd}, 4).to<DType::f16>(ctx());
   auto v = Tensor<"kseq", "kvh", "hd">::randn(ctx(), {n_kv, kvh, hd}, 5).to<DType::f16>(ctx());
   for (auto _ : state) {
-    auto o = model::flash_attention_f16(ctx(), q, k, v, n_kv - 1, 1.f / std::sqrt(float(hd)));
+    // Split as a decode over a context of n_kv positions is (Note [split decode]).
+    auto o = model::flash_attention_f16(ctx(), q, k, v, n_kv - 1, 1.f / std::sqrt(float(hd)),
+                                        n_kv >= 512 ? (n_kv + ctx().threads() - 1) / ctx().threads() : 0);
     benchmark::DoNotOptimize(o.data().data());
   }
   // Reads K and V once (f16), 4 flops per (head, position, dim).
@@ -154,7 +156,11 @@ const int kRegistered = [] {
       benchmark::RegisterBenchmark(("gemm/" + name).c_str(), bench_gemm, t, packed)->UseRealTime()->Unit(benchmark::kMillisecond);
     }
   }
-  benchmark::RegisterBenchmark("attention/decode", bench_attention_decode)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("attention/decode", bench_attention_decode)
+      ->Arg(512)
+      ->Arg(4096)
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("rmsnorm", bench_rmsnorm)->UseRealTime()->Unit(benchmark::kMicrosecond);
   return 0;
 }();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "fucina/model/flash_attention.hpp"
 #include "fucina/model/prefill_attention.hpp"
@@ -41,19 +42,25 @@ Tensor<"seq", "kvh", "grp", "hd"> per_sequence(Context& ctx, const Tensor<"seq",
   return out;
 }
 
-// The n = q.size<"seq">() new rows over keys/values (the cache's stored type) holding n_past
-// cached rows and then theirs, with the kernel llama.cpp picks (see the header).
-Tensor<"seq", "kvh", "grp", "hd"> cached_attention(Context& ctx, const ModelConfig& c,
-                                                   const Tensor<"seq", "kvh", "grp", "hd">& q, RawTensor keys,
-                                                   RawTensor values, std::int64_t n_past, std::int64_t capacity,
-                                                   float scale) {
+// Whether n new rows over a cache of this type take ggml's one-row path (reading the cache
+// in place: always for q8_0) rather than the tiled one.
+bool one_row_path(const ModelConfig& c, KvType cache, std::int64_t n) {
+  return cache == KvType::q8_0 ||
+         (cache == KvType::f16 && (n < kTiledFromRows || c.head_dim % kTiledHeadMultiple != 0));
+}
+
+Tensor<"seq", "kvh", "grp", "hd"> one_row_attention(Context& ctx, KvType cache, const Tensor<"seq", "kvh", "grp", "hd">& q,
+                                                    std::span<const AttentionRows> rows, float scale) {
+  return cache == KvType::q8_0 ? flash_attention_q8_0(ctx, q, rows, scale) : flash_attention_f16(ctx, q, rows, scale);
+}
+
+// The n = q.size<"seq">() new rows over keys/values (the cache's stored type, contiguous)
+// holding n_past cached rows and then theirs, on the tiled path (see the header).
+Tensor<"seq", "kvh", "grp", "hd"> tiled_attention(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q,
+                                                  RawTensor keys, RawTensor values, std::int64_t n_past, float scale) {
   using F16 = TensorT<DType::f16, "kseq", "kvh", "hd">;
-  const std::int64_t n = q.size<"seq">();
   if (keys.dtype == DType::f32)
     return prefill_attention(ctx, q, KvCache::Cached(std::move(keys)), KvCache::Cached(std::move(values)), n_past, scale);
-  if (n < kTiledFromRows || c.head_dim % kTiledHeadMultiple != 0)
-    return flash_attention_f16(ctx, q, F16(std::move(keys)), F16(std::move(values)), n_past, scale,
-                               split_decode_chunk(n, n_past + n, capacity, ctx.threads()));
   return prefill_attention(ctx, q, F16(std::move(keys)), F16(std::move(values)), n_past, scale);
 }
 
@@ -106,19 +113,41 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
   if (batch.paged) {  // each sequence's rows over its own keys, as its solo run
     PagedKvCache& cache = *batch.paged;
     const auto qc = contiguous(ctx, qg);
-    o = per_sequence(ctx, qc, batch.seq_starts, [&](std::int64_t r0, std::int64_t n, std::size_t s) {
+    std::vector<AttentionRows> one_row;  // all of them in one pool pass, the cache read in place
+    std::vector<std::size_t> tiled;
+    for (std::size_t s = 0; s + 1 < batch.seq_starts.size(); ++s) {
       const SeqId seq = batch.seq_ids[s];
-      const std::int64_t n_past = cache.size(seq), n_kv = n_past + n;
+      const std::int64_t r0 = batch.seq_starts[s], n = batch.seq_starts[s + 1] - r0, n_past = cache.size(seq);
       cache.store(ctx, layer, seq, narrow<"seq">(k, r0, n), narrow<"seq">(v, r0, n));
-      return cached_attention(ctx, c, narrow<"seq">(qc, r0, n), cache.keys(ctx, layer, seq, n_kv),
-                              cache.values(ctx, layer, seq, n_kv), n_past, cache.capacity(), scale);
-    });
+      if (one_row_path(c, cache.type(), n))
+        one_row.push_back({.r0 = r0, .n = n, .n_past = n_past,
+                           .kv_chunk = split_decode_chunk(n, n_past + n, cache.capacity(), ctx.threads()),
+                           .kv = cache.view(layer, seq)});
+      else
+        tiled.push_back(s);
+    }
+    o = one_row.empty() ? Tensor<"seq", "kvh", "grp", "hd">::empty(ctx, qc.sizes())
+                        : one_row_attention(ctx, cache.type(), qc, one_row, scale);
+    const std::int64_t row = qc.size<"kvh">() * qc.size<"grp">() * qc.size<"hd">();
+    for (const std::size_t s : tiled) {  // long prompt chunks: gathered once, tiled kernel
+      const SeqId seq = batch.seq_ids[s];
+      const std::int64_t r0 = batch.seq_starts[s], n = batch.seq_starts[s + 1] - r0, n_kv = cache.size(seq) + n;
+      const auto os = tiled_attention(ctx, narrow<"seq">(qc, r0, n), cache.keys(ctx, layer, seq, n_kv),
+                                      cache.values(ctx, layer, seq, n_kv), n_kv - n, scale);
+      std::copy_n(os.data().data(), n * row, o.mutable_data().data() + r0 * row);
+    }
   } else if (batch.cache) {
     KvCache& cache = *batch.cache;
     const std::int64_t n = h.size<"seq">(), n_past = cache.size(), n_kv = n_past + n;
     cache.store(ctx, layer, k, v);
-    o = cached_attention(ctx, c, qg, cache.stored_keys(layer, n_kv), cache.stored_values(layer, n_kv), n_past,
-                         cache.capacity(), scale);
+    if (one_row_path(c, cache.type(), n)) {
+      const AttentionRows rows{.r0 = 0, .n = n, .n_past = n_past,
+                               .kv_chunk = split_decode_chunk(n, n_kv, cache.capacity(), ctx.threads()),
+                               .kv = cache.view(layer)};
+      o = one_row_attention(ctx, cache.type(), qg, std::span(&rows, 1), scale);
+    } else {
+      o = tiled_attention(ctx, qg, cache.stored_keys(layer, n_kv), cache.stored_values(layer, n_kv), n_past, scale);
+    }
   } else {
     o = causal_attention(ctx, qg, k, v, batch.seq_starts, scale);
   }

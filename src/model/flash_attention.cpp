@@ -7,6 +7,8 @@
 
 #include "fucina/kernels/arch.hpp"
 #include "fucina/model/f16_matmul.hpp"
+#include "fucina/quant/blocks_legacy.hpp"
+#include "fucina/quant/vec_dot.hpp"
 
 #if FUCINA_ARCH_AVX512
 #include <immintrin.h>
@@ -17,80 +19,67 @@ namespace fucina::model {
 namespace {
 
 inline float h2f(Half h) { return half_to_float(h.bits); }
-inline Half f2h(float f) { return Half{float_to_half(f)}; }
 inline float round_half(float f) { return half_to_float(float_to_half(f)); }
 
-// acc <- f16(acc * s), element by element (ggml_vec_scale_f16).
-void scale_f16(Half* acc, std::int64_t n, float s) {
-  std::int64_t d = 0;
-#if FUCINA_ARCH_AVX512
-  const __m512 vs = _mm512_set1_ps(s);
-  for (; d + 16 <= n; d += 16) {
-    auto* a = reinterpret_cast<__m256i*>(acc + d);
-    const __m512 x = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(a)), vs);
-    _mm256_storeu_si256(a, _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  }
-#endif
-  for (; d < n; ++d) acc[d] = f2h(h2f(acc[d]) * s);
-}
-
-// acc <- f16(fma(v, s, acc)), element by element (ggml_vec_mad_f16).
-void mad_f16(Half* acc, const Half* v, std::int64_t n, float s) {
-  std::int64_t d = 0;
-#if FUCINA_ARCH_AVX512
-  const __m512 vs = _mm512_set1_ps(s);
-  for (; d + 16 <= n; d += 16) {
-    auto* a = reinterpret_cast<__m256i*>(acc + d);
-    const __m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + d)));
-    const __m512 x = _mm512_fmadd_ps(vv, vs, _mm512_cvtph_ps(_mm256_loadu_si256(a)));
-    _mm256_storeu_si256(a, _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  }
-#endif
-  for (; d < n; ++d) acc[d] = f2h(std::fma(h2f(v[d]), s, h2f(acc[d])));
-}
-
-// The online softmax's per-key factors of one query row, computed before any value is
-// touched: the running max only depends on the scores. Key j (score dots[j] · scale)
-// rescales the running output by ms[j] (1 unless it is a new max) and adds value j weighted
-// by vs[j]; returns the final max and the sum of weights.
-struct SoftmaxTotals {
-  float max, sum;
+// The online softmax of one query row over its keys so far: the running max and sum.
+struct SoftmaxState {
+  float max = -std::numeric_limits<float>::infinity(), sum = 0.f;
 };
-SoftmaxTotals softmax_steps(const float* dots, float scale, std::int64_t n, float* ms, float* vs) {
-  float m = -std::numeric_limits<float>::infinity(), s_sum = 0.f;
+
+// The online softmax's per-key factors of n more keys of one query row, computed before any
+// value is touched: the running max only depends on the scores. Key j (score dots[j] ·
+// scale) rescales the running output by ms[j] (1 unless it is a new max) and adds value j
+// weighted by vs[j].
+void softmax_steps(const float* dots, float scale, std::int64_t n, float* ms, float* vs, SoftmaxState& st) {
   for (std::int64_t j = 0; j < n; ++j) {
     const float s = dots[j] * scale;
     float a = 1.f, b = 1.f;
-    if (s > m) {
-      a = std::exp(m - s);
-      m = s;
+    if (s > st.max) {
+      a = std::exp(st.max - s);
+      st.max = s;
     } else {
-      b = std::exp(s - m);
+      b = std::exp(s - st.max);
     }
     ms[j] = a;
     vs[j] = b;
-    s_sum = std::fma(s_sum, a, b);
+    st.sum = std::fma(st.sum, a, b);
   }
-  return {m, s_sum};
 }
 float inverse(float sum) { return sum == 0.f ? 0.f : 1.f / sum; }
+
+constexpr int kPair = kMaxVecRowQueries;  // query rows per task (they share a KV head)
+static_assert(kPair == 2);
+constexpr std::int64_t kRun = 16;         // keys scored, softmaxed and accumulated together
+
+// The running outputs acc[g] (f32 values, each exactly an f16) of g_count rows over n more
+// value rows (ggml_vec_scale_f16 / ggml_vec_mad_f16 per key: acc = f16(acc · ms), then
+// acc = f16(fma(v, vs, acc))). The scalar twin of accumulate_in_registers.
+void accumulate_scalar(int g_count, const float (*ms)[kRun], const float (*vs)[kRun], std::int64_t n, const Half* v0,
+                       std::int64_t v_stride, std::int64_t hd, float* const* acc) {
+  for (int g = 0; g < g_count; ++g)
+    for (std::int64_t j = 0; j < n; ++j) {
+      const Half* v = v0 + j * v_stride;
+      if (ms[g][j] != 1.f)
+        for (std::int64_t d = 0; d < hd; ++d) acc[g][d] = round_half(acc[g][d] * ms[g][j]);
+      for (std::int64_t d = 0; d < hd; ++d) acc[g][d] = round_half(std::fma(h2f(v[d]), vs[g][j], acc[g][d]));
+    }
+}
 
 #if FUCINA_ARCH_AVX512
 inline __m512 round_f16(__m512 x) {
   return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
-// The f16 accumulation of G query rows that share one KV head, the running outputs held in
-// registers (hd = 16 V) as f32 values rounded to f16 after every step: the values
-// scale_f16 / mad_f16 produce through memory. The rows' chains are independent, so
-// interleaving them hides the round trip's latency; each value row is widened once for all G.
-// Skipping a rescale by exactly 1 leaves an f16 value unchanged, so it changes no bits.
+// accumulate_scalar for G rows of hd = 16 V, the outputs held in registers over the run and
+// rounded to f16 after every step as the scalar twin does through memory. The rows' chains
+// are independent, so interleaving them hides the round trip's latency; each value row is
+// widened once for all G. Skipping a rescale by exactly 1 leaves an f16 value unchanged.
 template <int V, int G>
-void accumulate_in_registers(const float* const* ms, const float* const* vs, const float* inv, std::int64_t n,
-                             const Half* v0, std::int64_t v_stride, float* const* out) {
+void accumulate_in_registers(const float (*ms)[kRun], const float (*vs)[kRun], std::int64_t n, const Half* v0,
+                             std::int64_t v_stride, float* const* out) {
   __m512 acc[G][V];
   for (int g = 0; g < G; ++g)
-    for (int c = 0; c < V; ++c) acc[g][c] = _mm512_setzero_ps();
+    for (int c = 0; c < V; ++c) acc[g][c] = _mm512_loadu_ps(out[g] + 16 * c);
   for (std::int64_t j = 0; j < n; ++j) {
     const Half* v = v0 + j * v_stride;
     __m512 vv[V];
@@ -104,130 +93,208 @@ void accumulate_in_registers(const float* const* ms, const float* const* vs, con
       for (int c = 0; c < V; ++c) acc[g][c] = round_f16(_mm512_fmadd_ps(vv[c], vvs, acc[g][c]));
     }
   }
-  for (int g = 0; g < G; ++g) {
-    const __m512 vinv = _mm512_set1_ps(inv[g]);
-    for (int c = 0; c < V; ++c) _mm512_storeu_ps(out[g] + 16 * c, _mm512_mul_ps(acc[g][c], vinv));
+  for (int g = 0; g < G; ++g)
+    for (int c = 0; c < V; ++c) _mm512_storeu_ps(out[g] + 16 * c, acc[g][c]);
+}
+
+template <int V>
+void accumulate_rows(int g_count, const float (*ms)[kRun], const float (*vs)[kRun], std::int64_t n, const Half* v0,
+                     std::int64_t v_stride, float* const* out) {
+  if (g_count == 2) return accumulate_in_registers<V, 2>(ms, vs, n, v0, v_stride, out);
+  accumulate_in_registers<V, 1>(ms, vs, n, v0, v_stride, out);
+}
+#endif
+
+void accumulate(int g_count, const float (*ms)[kRun], const float (*vs)[kRun], std::int64_t n, const Half* v0,
+                std::int64_t v_stride, std::int64_t hd, float* const* acc) {
+#if FUCINA_ARCH_AVX512
+  switch (hd) {
+    case 128: return accumulate_rows<8>(g_count, ms, vs, n, v0, v_stride, acc);
+    case 64: return accumulate_rows<4>(g_count, ms, vs, n, v0, v_stride, acc);
+    case 32: return accumulate_rows<2>(g_count, ms, vs, n, v0, v_stride, acc);
+    case 16: return accumulate_rows<1>(g_count, ms, vs, n, v0, v_stride, acc);
+    default: break;
+  }
+#endif
+  accumulate_scalar(g_count, ms, vs, n, v0, v_stride, hd, acc);
+}
+
+// One task: query rows qs[0..g_count) of KV head h over keys [0, n_seen) of kv, split in
+// chunks of `chunk` keys merged in f32 (Note [split decode]) when chunk < n_seen.
+void attend_rows(const KvView& kv, std::int64_t h, const float* const* qs, int g_count, std::int64_t hd,
+                 std::int64_t n_seen, std::int64_t chunk, float scale, float* const* out) {
+  const RawTensor& kr = kv.keys;
+  const RawTensor& vr = kv.values;
+  const Half* k0 = kr.data<Half>() + h * kr.strides[1];
+  const Half* v0 = vr.data<Half>() + h * vr.strides[1];
+  thread_local std::vector<float> scratch;
+  scratch.assign(static_cast<std::size_t>(2 * kPair * hd), 0.f);
+  float* acc[kPair];
+  float* total[kPair];
+  for (int g = 0; g < g_count; ++g) acc[g] = scratch.data() + g * hd, total[g] = acc[g] + kPair * hd;
+  SoftmaxState tot[kPair];
+  const bool split = chunk < n_seen;
+  for (std::int64_t a = 0; a < n_seen; a += chunk) {
+    const std::int64_t b = std::min(a + chunk, n_seen);
+    SoftmaxState st[kPair];
+    for (int g = 0; g < g_count; ++g) std::fill_n(acc[g], hd, 0.f);
+    for (std::int64_t p = a; p < b;) {
+      const std::int64_t e = std::min(p + kRun, kv.run_end(p, b));
+      float dots[kPair][kRun], ms[kPair][kRun], vs[kPair][kRun];
+      float* dp[kPair] = {dots[0], dots[1]};
+      // ggml_vec_dot_f16 on the f16 query: its 64-blocks in f32 lanes, the rest in double.
+      dot_f16_vec_rows(k0 + kv.row(p) * kr.strides[0], kr.strides[0], qs, g_count, hd, e - p, dp);
+      for (int g = 0; g < g_count; ++g) softmax_steps(dots[g], scale, e - p, ms[g], vs[g], st[g]);
+      accumulate(g_count, ms, vs, e - p, v0 + kv.row(p) * vr.strides[0], vr.strides[0], hd, acc);
+      p = e;
+    }
+    if (!split) {
+      for (int g = 0; g < g_count; ++g) {
+        const float inv = inverse(st[g].sum);
+        for (std::int64_t d = 0; d < hd; ++d) out[g][d] = acc[g][d] * inv;
+      }
+      return;
+    }
+    // The chunk's (max, sum, f16 chain) merged in chunk order (ggml_flash_attn_ext_reduce_partials).
+    for (int g = 0; g < g_count; ++g) {
+      if (st[g].sum == 0.f) continue;
+      const float m_new = std::max(tot[g].max, st[g].max);
+      const float s_old = std::exp(tot[g].max - m_new), s_new = std::exp(st[g].max - m_new);
+      for (std::int64_t d = 0; d < hd; ++d) total[g][d] = std::fma(total[g][d], s_old, acc[g][d] * s_new);
+      tot[g].sum = std::fma(tot[g].sum, s_old, st[g].sum * s_new);
+      tot[g].max = m_new;
+    }
+  }
+  for (int g = 0; g < g_count; ++g) {
+    const float inv = inverse(tot[g].sum);
+    for (std::int64_t d = 0; d < hd; ++d) out[g][d] = total[g][d] * inv;
   }
 }
 
-// Rows per task: two rows' chains fill the pipeline; more would spill the 32 registers.
-template <int V>
-void accumulate_rows(int g_count, const float* const* ms, const float* const* vs, const float* inv, std::int64_t n,
-                     const Half* v0, std::int64_t v_stride, float* const* out) {
-  if (g_count == 2) return accumulate_in_registers<V, 2>(ms, vs, inv, n, v0, v_stride, out);
-  accumulate_in_registers<V, 1>(ms, vs, inv, n, v0, v_stride, out);
+// Checks every sequence's rows and cache against q ([seq, kvh, grp, hd]) and a cache of
+// `type` storing `units` per head row.
+void check_rows(const Tensor<"seq", "kvh", "grp", "hd">& q, std::span<const AttentionRows> seqs, KvType type,
+                std::int64_t units) {
+  const std::int64_t kvh = q.size<"kvh">(), hd = q.size<"hd">();
+  for (const AttentionRows& s : seqs) {
+    const RawTensor& kr = s.kv.keys;
+    const RawTensor& vr = s.kv.values;
+    FUCINA_CHECK(s.kv.type == type && kr.rank == 3 && vr.rank == 3 && kr.shape[1] == kvh && kr.shape[2] == units &&
+                     vr.shape[1] == kvh && vr.shape[2] == units,
+                 ShapeMismatch, "[flash_attention] q has {} kv heads of {} dims, the {} cache does not match", kvh, hd,
+                 kv_type_name(s.kv.type));
+    FUCINA_CHECK(s.r0 >= 0 && s.n > 0 && s.r0 + s.n <= q.size<"seq">() && s.n_past >= 0, InvalidArgument,
+                 "[flash_attention] rows [{}, {}) of {}", s.r0, s.r0 + s.n, q.size<"seq">());
+    FUCINA_CHECK(s.kv.blocks.empty() ? s.n_past + s.n <= kr.shape[0]
+                                     : s.n_past + s.n <= static_cast<std::int64_t>(s.kv.blocks.size()) * s.kv.block_size,
+                 InvalidArgument, "[flash_attention] {} past + {} new positions are not in the cache", s.n_past, s.n);
+    FUCINA_ASSERT(kr.strides[2] == 1 && vr.strides[2] == 1);
+  }
 }
-#endif
+
+// Runs task(s, i, h, g0, g_count) for every sequence s, its row i, KV head h and group of
+// up to `group` query rows from g0, over the pool.
+template <class Task>
+void for_each_row_group(Context& ctx, std::span<const AttentionRows> seqs, std::int64_t kvh, std::int64_t grp,
+                        std::int64_t group, Task task) {
+  const std::int64_t groups = (grp + group - 1) / group;
+  std::vector<std::int64_t> first{0};  // the tasks of sequence s start at first[s]
+  for (const AttentionRows& s : seqs) first.push_back(first.back() + s.n * kvh * groups);
+  ctx.pool().parallel_for(first.back(), [&](std::int64_t t) {
+    const auto si = static_cast<std::size_t>(std::upper_bound(first.begin(), first.end(), t) - first.begin() - 1);
+    const std::int64_t u = t - first[si];
+    const std::int64_t g0 = (u % groups) * group;
+    task(seqs[si], u / (kvh * groups), (u / groups) % kvh, g0, static_cast<int>(std::min(group, grp - g0)));
+  });
+}
 
 }  // namespace
 
 Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q_in,
-                                                      const TensorT<DType::f16, "kseq", "kvh", "hd">& keys,
-                                                      const TensorT<DType::f16, "kseq", "kvh", "hd">& values,
-                                                      std::int64_t n_past, float scale, std::int64_t kv_chunk) {
+                                                      std::span<const AttentionRows> seqs, float scale) {
   const auto q = contiguous(ctx, q_in);
-  const std::int64_t n = q.size<"seq">(), kvh = q.size<"kvh">(), grp = q.size<"grp">(), hd = q.size<"hd">();
-  const std::int64_t n_kv = keys.size<"kseq">();
-  FUCINA_CHECK(keys.size<"kvh">() == kvh && keys.size<"hd">() == hd && values.size<"kvh">() == kvh &&
-                   values.size<"hd">() == hd && values.size<"kseq">() == n_kv,
-               ShapeMismatch, "[flash_attention] q has {} kv heads of {} dims, the cache {} of {}", kvh, hd,
-               keys.size<"kvh">(), keys.size<"hd">());
-  FUCINA_CHECK(n_past >= 0 && n_past + n <= n_kv, InvalidArgument, "[flash_attention] {} past + {} new > {} keys", n_past,
-               n, n_kv);
-  const RawTensor& kr = keys.raw();
-  const RawTensor& vr = values.raw();
-  FUCINA_ASSERT(kr.strides[2] == 1 && vr.strides[2] == 1);
-  const Half* kp = kr.data<Half>();
-  const Half* vp = vr.data<Half>();
-  auto out = Tensor<"seq", "kvh", "grp", "hd">::empty(ctx, {n, kvh, grp, hd});
+  const std::int64_t kvh = q.size<"kvh">(), grp = q.size<"grp">(), hd = q.size<"hd">();
+  check_rows(q, seqs, KvType::f16, hd);
+  auto out = Tensor<"seq", "kvh", "grp", "hd">::empty(ctx, q.sizes());
   const float* qp = q.data().data();
   float* op = out.mutable_data().data();
-  // One task: a pair of query rows of one KV head (they share every value row it reads).
-  constexpr std::int64_t kPair = kMaxVecRowQueries;
-  const std::int64_t pairs = (grp + kPair - 1) / kPair;
-  ctx.pool().parallel_for(n * kvh * pairs, [&](std::int64_t t) {
-    const std::int64_t i = t / (kvh * pairs), h = (t / pairs) % kvh, g0 = (t % pairs) * kPair, n_seen = n_past + i + 1;
-    const int g_count = static_cast<int>(std::min(kPair, grp - g0));
-    thread_local std::vector<float> qh, scores;
-    thread_local std::vector<Half> acc;
+  for_each_row_group(ctx, seqs, kvh, grp, kPair, [&](const AttentionRows& s, std::int64_t i, std::int64_t h,
+                                                     std::int64_t g0, int g_count) {
+    const std::int64_t n_seen = s.n_past + i + 1;
+    thread_local std::vector<float> qh;
     qh.resize(static_cast<std::size_t>(kPair * hd));
-    scores.resize(static_cast<std::size_t>(3 * kPair * n_seen));
     const float* qs[kPair];
-    float* dots[kPair];  // each row's scratch: dots, then ms, then vs (n_seen each)
-    float* ms[kPair];
-    float* vs[kPair];
-    float inv[kPair];
     float* o[kPair];
     for (int g = 0; g < g_count; ++g) {
-      const std::int64_t r = (i * kvh + h) * grp + g0 + g;
+      const std::int64_t r = ((s.r0 + i) * kvh + h) * grp + g0 + g;
       float* qg = qh.data() + g * hd;
       for (std::int64_t d = 0; d < hd; ++d) qg[d] = round_half(qp[r * hd + d]);
       qs[g] = qg;
-      dots[g] = scores.data() + 3 * g * n_seen;
-      ms[g] = dots[g] + n_seen;
-      vs[g] = dots[g] + 2 * n_seen;
       o[g] = op + r * hd;
     }
-    // ggml_vec_dot_f16 on the f16 query: its 64-blocks in f32 lanes, the rest in double.
-    dot_f16_vec_rows(kp + h * kr.strides[1], kr.strides[0], qs, g_count, hd, n_seen, dots);
-    const Half* v0 = vp + h * vr.strides[1];
-    // The f16 chain over keys [a, b) of each row from a zero accumulator, times inv[g], into
-    // out[g] (ggml_vec_scale_f16 / ggml_vec_mad_f16 per key).
-    const auto accumulate = [&](std::int64_t a, std::int64_t b, const float* inv, float* const* out) {
-      const float* msa[kPair];
-      const float* vsa[kPair];
-      for (int g = 0; g < g_count; ++g) msa[g] = ms[g] + a, vsa[g] = vs[g] + a;
-      const Half* va = v0 + a * vr.strides[0];
-#if FUCINA_ARCH_AVX512
-      if (hd == 128) return accumulate_rows<8>(g_count, msa, vsa, inv, b - a, va, vr.strides[0], out);
-      if (hd == 64) return accumulate_rows<4>(g_count, msa, vsa, inv, b - a, va, vr.strides[0], out);
-#endif
-      for (int g = 0; g < g_count; ++g) {
-        acc.assign(static_cast<std::size_t>(hd), Half{0});
-        for (std::int64_t j = 0; j < b - a; ++j) {
-          if (msa[g][j] != 1.f) scale_f16(acc.data(), hd, msa[g][j]);
-          mad_f16(acc.data(), va + j * vr.strides[0], hd, vsa[g][j]);
-        }
-        for (std::int64_t d = 0; d < hd; ++d) out[g][d] = h2f(acc[static_cast<std::size_t>(d)]) * inv[g];
-      }
-    };
-    if (kv_chunk <= 0 || n != 1) {
-      for (int g = 0; g < g_count; ++g) inv[g] = inverse(softmax_steps(dots[g], scale, n_seen, ms[g], vs[g]).sum);
-      return accumulate(0, n_seen, inv, o);
-    }
-    // Note [split decode]: one chunk of kv_chunk keys at a time, each with its own max, sum
-    // and f16 chain, merged in f32 in chunk order (ggml_flash_attn_ext_reduce_partials).
-    thread_local std::vector<float> part, total;
-    part.resize(static_cast<std::size_t>(kPair * hd));
-    total.assign(static_cast<std::size_t>(kPair * hd), 0.f);
-    float* parts[kPair];
-    float m_tot[kPair], s_tot[kPair];
-    const float ones[kPair] = {1.f, 1.f};
-    for (int g = 0; g < g_count; ++g) {
-      parts[g] = part.data() + g * hd;
-      m_tot[g] = -std::numeric_limits<float>::infinity(), s_tot[g] = 0.f;
-    }
-    for (std::int64_t a = 0; a < n_seen; a += kv_chunk) {
-      const std::int64_t b = std::min(a + kv_chunk, n_seen);
-      SoftmaxTotals t[kPair];
-      for (int g = 0; g < g_count; ++g) t[g] = softmax_steps(dots[g] + a, scale, b - a, ms[g] + a, vs[g] + a);
-      accumulate(a, b, ones, parts);
-      for (int g = 0; g < g_count; ++g) {
-        if (t[g].sum == 0.f) continue;
-        const float m_new = std::max(m_tot[g], t[g].max);
-        const float s_old = std::exp(m_tot[g] - m_new), s_new = std::exp(t[g].max - m_new);
-        float* tg = total.data() + g * hd;
-        for (std::int64_t d = 0; d < hd; ++d) tg[d] = std::fma(tg[d], s_old, parts[g][d] * s_new);
-        s_tot[g] = std::fma(s_tot[g], s_old, t[g].sum * s_new);
-        m_tot[g] = m_new;
-      }
-    }
-    for (int g = 0; g < g_count; ++g) {
-      const float iv = inverse(s_tot[g]);
-      for (std::int64_t d = 0; d < hd; ++d) o[g][d] = total[static_cast<std::size_t>(g * hd + d)] * iv;
-    }
+    const std::int64_t chunk = s.kv_chunk > 0 && s.n == 1 ? s.kv_chunk : n_seen;
+    attend_rows(s.kv, h, qs, g_count, hd, n_seen, chunk, scale, o);
   });
   return out;
+}
+
+Tensor<"seq", "kvh", "grp", "hd"> flash_attention_q8_0(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q_in,
+                                                       std::span<const AttentionRows> seqs, float scale) {
+  using quant::BlockQ8_0;
+  constexpr std::int64_t kBlock = 32, kUnits = sizeof(BlockQ8_0) / sizeof(Half);
+  const auto q = contiguous(ctx, q_in);
+  const std::int64_t kvh = q.size<"kvh">(), grp = q.size<"grp">(), hd = q.size<"hd">();
+  FUCINA_CHECK(hd % kBlock == 0, Unsupported, "[flash_attention] a q8_0 cache needs a head size that is a multiple of 32");
+  check_rows(q, seqs, KvType::q8_0, hd / kBlock * kUnits);
+  auto out = Tensor<"seq", "kvh", "grp", "hd">::empty(ctx, q.sizes());
+  const float* qp = q.data().data();
+  float* op = out.mutable_data().data();
+  for_each_row_group(ctx, seqs, kvh, grp, 1, [&](const AttentionRows& s, std::int64_t i, std::int64_t h, std::int64_t g,
+                                                 int) {
+    const RawTensor& kr = s.kv.keys;
+    const RawTensor& vr = s.kv.values;
+    const Half* k0 = kr.data<Half>() + h * kr.strides[1];
+    const Half* v0 = vr.data<Half>() + h * vr.strides[1];
+    const std::int64_t r = ((s.r0 + i) * kvh + h) * grp + g;
+    thread_local std::vector<BlockQ8_0> q8;
+    thread_local std::vector<float> acc, v;
+    q8.resize(static_cast<std::size_t>(hd / kBlock));
+    acc.assign(static_cast<std::size_t>(hd), 0.f);
+    v.resize(static_cast<std::size_t>(hd));
+    quant::quantize_act_q8_0(qp + r * hd, q8.data(), hd);  // ggml's from_float for Q8_0's vec_dot_type
+    SoftmaxState st;
+    for (std::int64_t p = 0; p <= s.n_past + i; ++p) {
+      const std::int64_t row = s.kv.row(p);
+      const float sc = quant::vec_dot_q8_0_q8_0(hd, k0 + row * kr.strides[0], q8.data()) * scale;
+      float ms = 1.f, vs = 1.f;
+      if (sc > st.max) {
+        ms = std::exp(st.max - sc);
+        st.max = sc;
+        for (float& a : acc) a *= ms;  // ggml_vec_scale_f32
+      } else {
+        vs = std::exp(sc - st.max);
+      }
+      quant::dequantize_row_q8_0(reinterpret_cast<const BlockQ8_0*>(v0 + row * vr.strides[0]), v.data(), hd);
+      for (std::int64_t d = 0; d < hd; ++d) acc[d] = std::fma(v[d], vs, acc[d]);  // ggml_vec_mad_f32
+      st.sum = std::fma(st.sum, ms, vs);
+    }
+    const float inv = inverse(st.sum);
+    for (std::int64_t d = 0; d < hd; ++d) op[r * hd + d] = acc[d] * inv;
+  });
+  return out;
+}
+
+Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q,
+                                                      const TensorT<DType::f16, "kseq", "kvh", "hd">& keys,
+                                                      const TensorT<DType::f16, "kseq", "kvh", "hd">& values,
+                                                      std::int64_t n_past, float scale, std::int64_t kv_chunk) {
+  const std::int64_t n = q.size<"seq">(), n_kv = keys.size<"kseq">();
+  FUCINA_CHECK(values.size<"kseq">() == n_kv, ShapeMismatch, "[flash_attention] {} keys but {} values", n_kv,
+               values.size<"kseq">());
+  FUCINA_CHECK(n_past >= 0 && n_past + n <= n_kv, InvalidArgument, "[flash_attention] {} past + {} new > {} keys", n_past,
+               n, n_kv);
+  const AttentionRows rows{.r0 = 0, .n = n, .n_past = n_past, .kv_chunk = kv_chunk, .kv = {keys.raw(), values.raw()}};
+  return flash_attention_f16(ctx, q, std::span(&rows, 1), scale);
 }
 
 }  // namespace fucina::model

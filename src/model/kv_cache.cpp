@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "fucina/core/raw/elementwise.hpp"
+#include "fucina/quant/blocks_legacy.hpp"
 
 namespace fucina::model {
 
@@ -13,14 +14,51 @@ double physical_memory_bytes() {
   return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
 }
 
+constexpr std::int64_t kQ8Block = 32, kQ8Units = 17;  // values per Q8_0 block; f16 units per block
+
+DType storage_dtype(KvType t) { return t == KvType::f32 ? DType::f32 : DType::f16; }
+// Stored units per row of hd values.
+std::int64_t row_units(KvType t, std::int64_t hd) { return t == KvType::q8_0 ? hd / kQ8Block * kQ8Units : hd; }
+
 }  // namespace
 
-void KvCache::check_fits(const ModelConfig& c, std::int64_t n_positions, DType dtype) {
+std::optional<KvType> kv_type_from_name(std::string_view name) {
+  for (const KvType t : {KvType::f32, KvType::f16, KvType::q8_0})
+    if (name == kv_type_name(t)) return t;
+  return std::nullopt;
+}
+
+std::string_view kv_type_name(KvType type) {
+  switch (type) {
+    case KvType::f32: return "f32";
+    case KvType::f16: return "f16";
+    case KvType::q8_0: return "q8_0";
+  }
+  return "?";
+}
+
+RawTensor KvCache::allocate(Context& ctx, const ModelConfig& c, std::int64_t n_rows, KvType type) {
+  FUCINA_CHECK(type != KvType::q8_0 || c.head_dim % kQ8Block == 0, Unsupported,
+               "[kv_cache] a q8_0 cache needs a head size that is a multiple of 32, got {}", c.head_dim);
+  return ctx.empty(storage_dtype(type), 3, Dims{n_rows, c.n_head_kv, row_units(type, c.head_dim)});
+}
+
+void KvCache::write_rows(Context& ctx, const Rows& rows, RawTensor& dst, KvType type) {
+  if (type != KvType::q8_0) return raw::copy(ctx, rows.raw(), dst);  // rounds to f16 for an f16 cache
+  const auto src = contiguous(ctx, rows);
+  const std::int64_t n = src.size<"seq">(), kvh = src.size<"kvh">(), hd = src.size<"hd">();
+  ctx.pool().parallel_for(n * kvh, [&](std::int64_t r) {
+    auto* out = reinterpret_cast<quant::BlockQ8_0*>(dst.data<Half>() + (r / kvh) * dst.strides[0] + (r % kvh) * dst.strides[1]);
+    quant::quantize_act_q8_0(src.data().data() + r * hd, out, hd);
+  });
+}
+
+void KvCache::check_fits(const ModelConfig& c, std::int64_t n_positions, KvType type) {
   // Sized before anything is allocated, so a context the machine cannot hold is reported as
   // such rather than as a bare std::bad_alloc.
   const double bytes = 2.0 * static_cast<double>(c.n_layer) * static_cast<double>(n_positions) *
-                       static_cast<double>(c.n_head_kv) * static_cast<double>(c.head_dim) *
-                       static_cast<double>(dtype_size(dtype));
+                       static_cast<double>(c.n_head_kv) * static_cast<double>(row_units(type, c.head_dim)) *
+                       static_cast<double>(dtype_size(storage_dtype(type)));
   const double ram = physical_memory_bytes();
   constexpr double gib = 1024.0 * 1024.0 * 1024.0;
   FUCINA_CHECK(ram == 0.0 || bytes <= ram, InvalidArgument,
@@ -29,14 +67,12 @@ void KvCache::check_fits(const ModelConfig& c, std::int64_t n_positions, DType d
                n_positions, bytes / gib, ram / gib);
 }
 
-KvCache::KvCache(Context& ctx, const ModelConfig& c, std::int64_t n_ctx, DType dtype) : n_ctx_(n_ctx), dtype_(dtype) {
+KvCache::KvCache(Context& ctx, const ModelConfig& c, std::int64_t n_ctx, KvType type) : n_ctx_(n_ctx), type_(type) {
   FUCINA_CHECK(n_ctx > 0, InvalidArgument, "[kv_cache] context length must be positive, got {}", n_ctx);
-  FUCINA_CHECK(dtype == DType::f16 || dtype == DType::f32, InvalidArgument, "[kv_cache] cache type must be f16 or f32");
-  check_fits(c, n_ctx, dtype);
-  const Dims shape{n_ctx, c.n_head_kv, c.head_dim};
+  check_fits(c, n_ctx, type);
   for (std::int64_t l = 0; l < c.n_layer; ++l) {
-    k_.push_back(ctx.empty(dtype, 3, shape));
-    v_.push_back(ctx.empty(dtype, 3, shape));
+    k_.push_back(allocate(ctx, c, n_ctx, type));
+    v_.push_back(allocate(ctx, c, n_ctx, type));
   }
 }
 
@@ -52,13 +88,14 @@ void KvCache::store(Context& ctx, std::int64_t layer, const Rows& k, const Rows&
     RawTensor slot = (*dst)[static_cast<std::size_t>(layer)];
     slot.offset += size_ * slot.strides[0];
     slot.shape[0] = n;
-    raw::copy(ctx, src->raw(), slot);  // rounds to f16 for an f16 cache
+    write_rows(ctx, *src, slot, type_);
   }
 }
 
 KvCache::Cached KvCache::read(Context& ctx, const RawTensor& t, std::int64_t n) const {
+  FUCINA_CHECK(type_ != KvType::q8_0, Unsupported, "[kv_cache] a q8_0 cache is read by the attention kernel only");
   RawTensor view = stored(t, n);
-  if (dtype_ == DType::f32) return Cached(std::move(view));
+  if (type_ == KvType::f32) return Cached(std::move(view));
   return TensorT<DType::f16, "kseq", "kvh", "hd">(std::move(view)).to<DType::f32>(ctx);
 }
 

@@ -7,19 +7,17 @@
 
 namespace fucina::model {
 
-PagedKvCache::PagedKvCache(Context& ctx, const ModelConfig& c, std::int64_t n_tokens, std::int64_t n_ctx, DType dtype,
+PagedKvCache::PagedKvCache(Context& ctx, const ModelConfig& c, std::int64_t n_tokens, std::int64_t n_ctx, KvType type,
                            std::int64_t block_size)
-    : n_ctx_(n_ctx), block_size_(block_size), dtype_(dtype) {
+    : n_ctx_(n_ctx), block_size_(block_size), type_(type) {
   FUCINA_CHECK(n_ctx > 0 && n_tokens > 0, InvalidArgument,
                "[kv_cache] context length and budget must be positive, got {} and {}", n_ctx, n_tokens);
   FUCINA_CHECK(block_size > 0, InvalidArgument, "[kv_cache] block size must be positive, got {}", block_size);
-  FUCINA_CHECK(dtype == DType::f16 || dtype == DType::f32, InvalidArgument, "[kv_cache] cache type must be f16 or f32");
   const std::int64_t n_blocks = (n_tokens + block_size - 1) / block_size;
-  KvCache::check_fits(c, n_blocks * block_size, dtype);
-  const Dims shape{n_blocks * block_size, c.n_head_kv, c.head_dim};
+  KvCache::check_fits(c, n_blocks * block_size, type);
   for (std::int64_t l = 0; l < c.n_layer; ++l) {
-    k_.push_back(ctx.empty(dtype, 3, shape));
-    v_.push_back(ctx.empty(dtype, 3, shape));
+    k_.push_back(KvCache::allocate(ctx, c, n_blocks * block_size, type));
+    v_.push_back(KvCache::allocate(ctx, c, n_blocks * block_size, type));
   }
   refs_.assign(static_cast<std::size_t>(n_blocks), 0);
   for (std::int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<std::int32_t>(b));  // block 0 first
@@ -124,7 +122,7 @@ void PagedKvCache::store(Context& ctx, std::int64_t layer, SeqId seq, const Rows
       from.offset += i * from.strides[0];
       from.shape[0] = m;
       RawTensor dst = rows(pool, s.blocks[static_cast<std::size_t>(p / block_size_)], row, m);
-      raw::copy(ctx, from, dst);  // rounds to f16 for an f16 cache
+      KvCache::write_rows(ctx, Rows(std::move(from)), dst, type_);
       i += m;
     }
   }
@@ -132,13 +130,13 @@ void PagedKvCache::store(Context& ctx, std::int64_t layer, SeqId seq, const Rows
 
 RawTensor PagedKvCache::gather(Context& ctx, const RawTensor& pool, const Sequence& s, std::int64_t n) const {
   FUCINA_ASSERT(n <= static_cast<std::int64_t>(s.blocks.size()) * block_size_);
-  RawTensor out = ctx.empty(dtype_, 3, Dims{n, pool.shape[1], pool.shape[2]});
-  const std::size_t row_bytes = static_cast<std::size_t>(pool.strides[0]) * dtype_size(dtype_);
+  RawTensor out = ctx.empty(pool.dtype, 3, Dims{n, pool.shape[1], pool.shape[2]});
+  const std::size_t row_bytes = static_cast<std::size_t>(pool.strides[0]) * dtype_size(pool.dtype);
   std::byte* dst = out.buf.bytes();
   for (std::int64_t p = 0; p < n; p += block_size_) {
     const std::int64_t m = std::min(block_size_, n - p);
     const RawTensor src = rows(pool, s.blocks[static_cast<std::size_t>(p / block_size_)], 0, m);
-    const std::byte* from = src.buf.bytes() + static_cast<std::size_t>(src.offset) * dtype_size(dtype_);
+    const std::byte* from = src.buf.bytes() + static_cast<std::size_t>(src.offset) * dtype_size(pool.dtype);
     std::memcpy(dst + static_cast<std::size_t>(p) * row_bytes, from, static_cast<std::size_t>(m) * row_bytes);
   }
   return out;

@@ -58,18 +58,18 @@ bool f32_weights(const Case& c) { return c.spec.dtype == DType::f32 && c.quant =
 // The bar for f32 weights (over an f32 KV cache: an f16 cache rounds K/V, where the
 // tiled vs vec sums of Note [Batched forward] can flip a rounding, as can f16 weights'
 // rounded activations). Greedy picks must agree everywhere.
-float tolerance(const Case& c, DType kv) { return f32_weights(c) && kv == DType::f32 ? 1e-5f : 1e-2f; }
+float tolerance(const Case& c, model::KvType kv) { return f32_weights(c) && kv == model::KvType::f32 ? 1e-5f : 1e-2f; }
 
 struct Param {
   Case c;
-  DType kv;
+  model::KvType kv;
 };
 
 class BatchForward : public ::testing::TestWithParam<Param> {};
 
 TEST_P(BatchForward, EachSequenceGetsItsSoloLogits) {
   const Case& c = GetParam().c;
-  const DType kv = GetParam().kv;
+  const model::KvType kv = GetParam().kv;
   Context ctx({.threads = 2});
   const auto path = test::make_synth_model(c, "batch_fwd");
   const auto m = model::Model::load(path);
@@ -123,20 +123,22 @@ TEST_P(BatchForward, EachSequenceGetsItsSoloLogits) {
   for (auto s : seq)
     if (s >= 0) cache.close(s);
   EXPECT_EQ(cache.free_blocks(), cache.total_blocks());
-  std::printf("[ measured ] %s, %s KV: %lld logit rows, max |batched - solo| = %.3g\n", c.name, dtype_name(kv).data(),
+  std::printf("[ measured ] %s, %s KV: %lld logit rows, max |batched - solo| = %.3g\n", c.name, model::kv_type_name(kv).data(),
               static_cast<long long>(compared), static_cast<double>(worst.max));
 }
 
 std::vector<Param> params() {
   std::vector<Param> p;
   for (const Case& c : test::every_format_cases()) {
-    p.push_back({c, DType::f16});
-    if (f32_weights(c)) p.push_back({c, DType::f32});
+    p.push_back({c, model::KvType::f16});
+    if (f32_weights(c)) p.push_back({c, model::KvType::f32});
+    if (model::synth_head_dim(c.spec) % 32 == 0)
+      p.push_back({c, model::KvType::q8_0});  // Note [q8_0 KV cache]: blocks of 32 per head row
   }
   return p;
 }
 INSTANTIATE_TEST_SUITE_P(Models, BatchForward, ::testing::ValuesIn(params()), [](const ::testing::TestParamInfo<Param>& i) {
-  return std::string(i.param.c.name) + "_kv_" + std::string(dtype_name(i.param.kv));
+  return std::string(i.param.c.name) + "_kv_" + std::string(model::kv_type_name(i.param.kv));
 });
 
 // A sequence alone in a batch takes its solo arithmetic exactly: same rows, same kernels.

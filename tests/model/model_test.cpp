@@ -213,6 +213,52 @@ TEST(FlashAttention, EqualsTheSequentialF16RecipeBitExact) {
   }
 }
 
+// Note [Decode at depth]: a paged cache read in place through its block table (runs cut at
+// block ends, blocks out of order), several sequences in one pass, and the split of Note
+// [split decode] give exactly the bits of the contiguous single-sequence call.
+TEST(FlashAttention, PagedViewsAndOneBatchedPassEqualContiguousCalls) {
+  Context ctx({.threads = 3});
+  for (const std::int64_t hd : {32, 128}) {
+    const std::int64_t kvh = 2, grp = 2, block = 16;
+    const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+    // Two sequences: a decode row after 200 positions (split in chunks of 70) and 3 rows after 37.
+    const std::int64_t n_kv[2] = {201, 40}, n_new[2] = {1, 3}, chunk[2] = {70, 0};
+    std::vector<Tensor<"seq", "kvh", "grp", "hd">> qs;
+    std::vector<TensorT<DType::f16, "kseq", "kvh", "hd">> ks, vs;
+    std::vector<std::vector<float>> want;
+    for (int s = 0; s < 2; ++s) {
+      qs.push_back(Tensor<"seq", "kvh", "grp", "hd">::randn(ctx, {n_new[s], kvh, grp, hd}, 40 + s + hd));
+      ks.push_back(Tensor<"kseq", "kvh", "hd">::randn(ctx, {n_kv[s], kvh, hd}, 50 + s + hd).to<DType::f16>(ctx));
+      vs.push_back(Tensor<"kseq", "kvh", "hd">::randn(ctx, {n_kv[s], kvh, hd}, 60 + s + hd).to<DType::f16>(ctx));
+      want.push_back(flash_attention_f16(ctx, qs[s], ks[s], vs[s], n_kv[s] - n_new[s], scale, chunk[s]).to_vector());
+    }
+    // One pool of blocks; sequence s's block b sits at pool block table[s][b] (reversed, interleaved).
+    const std::int64_t n_blocks = (n_kv[0] + block - 1) / block + (n_kv[1] + block - 1) / block;
+    auto kpool = TensorT<DType::f16, "kseq", "kvh", "hd">::zeros(ctx, {n_blocks * block, kvh, hd});
+    auto vpool = TensorT<DType::f16, "kseq", "kvh", "hd">::zeros(ctx, {n_blocks * block, kvh, hd});
+    std::vector<std::int32_t> table[2];
+    const auto full = [&](int s) { return static_cast<std::int64_t>(table[s].size()) * block >= n_kv[s]; };
+    for (std::int32_t b = static_cast<std::int32_t>(n_blocks) - 1, s = 0; b >= 0; --b, s = 1 - s)
+      table[full(s) ? 1 - s : s].push_back(b);
+    const std::int64_t row = kvh * hd;
+    for (int s = 0; s < 2; ++s)
+      for (std::int64_t p = 0; p < n_kv[s]; ++p) {
+        const std::int64_t dst = table[s][static_cast<std::size_t>(p / block)] * block + p % block;
+        std::copy_n(ks[s].raw().data<Half>() + p * row, row, kpool.raw().data<Half>() + dst * row);
+        std::copy_n(vs[s].raw().data<Half>() + p * row, row, vpool.raw().data<Half>() + dst * row);
+      }
+    auto q = concat<"seq">(ctx, qs[0], qs[1]);
+    const AttentionRows rows[2] = {
+        {.r0 = 0, .n = 1, .n_past = n_kv[0] - 1, .kv_chunk = chunk[0], .kv = {kpool.raw(), vpool.raw(), table[0], block}},
+        {.r0 = 1, .n = 3, .n_past = n_kv[1] - 3, .kv_chunk = 0, .kv = {kpool.raw(), vpool.raw(), table[1], block}}};
+    const auto got = flash_attention_f16(ctx, q, rows, scale).to_vector();
+    const std::size_t first = want[0].size();
+    ASSERT_EQ(got.size(), first + want[1].size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], i < first ? want[0][i] : want[1][i - first]) << "hd " << hd << " element " << i;
+  }
+}
+
 TEST(KvCache, FullContextIsAClearError) {
   Context ctx({.threads = 1});
   ModelConfig c;

@@ -115,6 +115,26 @@ TEST_F(RunCli, BenchJsonHasLlamaBenchFields) {
   EXPECT_NE(md.output.find("| pp8 |"), std::string::npos) << md.output;
 }
 
+// -d: one record per depth, carrying it as llama-bench's n_depth; md names it "tg4 @ d8".
+TEST_F(RunCli, BenchDepthRecordsCarryTheDepth) {
+  const CliResult r = run("bench " + model() + " -p 0 -n 4 -d 0,8 -r 1 -t 1 -o json", false);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["n_depth"], 0);
+  EXPECT_EQ(j[1]["n_depth"], 8);
+  for (const auto& rec : j) {
+    EXPECT_EQ(rec["n_gen"], 4);
+    EXPECT_GT(rec["avg_ts"].get<double>(), 0.0);
+  }
+  const CliResult md = run("bench " + model() + " -p 0 -n 4 -d 8 -r 1 -t 1", false);
+  EXPECT_NE(md.output.find("| tg4 @ d8 |"), std::string::npos) << md.output;
+  // The depth counts toward the context: 250 + 8 positions pass the 256-token model's.
+  const CliResult deep = run("bench " + model() + " -p 250 -n 0 -d 8 -r 1 -t 1");
+  EXPECT_EQ(deep.status, 0) << deep.output;
+  EXPECT_NE(deep.output.find("258 tokens exceed"), std::string::npos) << deep.output;
+}
+
 // --parallel: one record per stream count, llama-batched-bench's names, its arithmetic.
 TEST_F(RunCli, BenchParallelJsonHasBatchedBenchFields) {
   const CliResult r = run("bench " + model() + " --parallel 1,3 -p 8 -n 4 -r 1 -t 1 -o json", false);
@@ -144,6 +164,12 @@ TEST_F(RunCli, BenchBadFlags) {
   expect_one_line_error(run("bench " + model() + " --parallel 0"), 2, "--parallel");
   expect_one_line_error(run("bench " + model() + " --parallel 2 -p 8,16"), 2, "--parallel");
   expect_one_line_error(run("bench " + model() + " -r 0"), 2, "--repetitions");
+  expect_one_line_error(run("bench " + model() + " -d -1"), 2, "-d");
+  expect_one_line_error(run("bench " + model() + " --parallel 2 -d 8"), 2, "-d");
+  expect_one_line_error(run("bench " + model() + " --kv-type q4"), 2, "q4");
+  expect_one_line_error(run("bench " + model() + " -ctk q8_0 -ctv f16"), 2, "must match");
+  // The test model's heads are 16 wide: a q8_0 cache (blocks of 32 per head row) is refused.
+  expect_one_line_error(run("bench " + model() + " -p 0 -n 2 -r 1 -ctk q8_0 -ctv q8_0"), 1, "multiple of 32");
   expect_one_line_error(run("bench " + model() + " -o xml"), 2, "xml");
   expect_one_line_error(run("bench " + model() + " -p 1,x"), 2, "x");
   expect_one_line_error(run("bench"), 2, "no model");

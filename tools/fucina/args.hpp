@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 
 #include "command.hpp"
 #include "fucina/core/thread_pool.hpp"
+#include "fucina/model/kv_cache.hpp"
 #include "fucina/model/weights.hpp"
 
 namespace fucina::cli {
@@ -104,5 +106,26 @@ inline constexpr std::string_view moe_stream_help =
     "  --moe-stream             MoE models: read the routed experts from the file on demand\n"
     "                           into a bounded cache instead of mapping them (same logits)\n"
     "  --moe-cache MB           the expert cache for --moe-stream (implies it; default 4096)\n";
+
+// The KV cache type: --kv-type T, or llama.cpp's -ctk T / -ctv T (K and V share one type
+// here, so they must agree); false when `a` is not one of these flags.
+struct KvFlags {
+  model::KvType type = model::KvType::f16;
+  bool k_set = false, v_set = false;
+};
+inline bool parse_kv_flag(std::string_view a, const std::function<std::string()>& value, KvFlags& kv) {
+  const bool k = a == "-ctk" || a == "--cache-type-k", v = a == "-ctv" || a == "--cache-type-v";
+  if (!k && !v && a != "--kv-type") return false;
+  const std::string name = value();
+  const auto t = model::kv_type_from_name(name);
+  if (!t) throw UsageError{fmt::format("{} must be f16, f32 or q8_0, not '{}'", a, name)};
+  if ((k && kv.v_set && *t != kv.type) || (v && kv.k_set && *t != kv.type))
+    throw UsageError{fmt::format("K and V cache types must match (-ctk and -ctv), got {} and {}",
+                                 model::kv_type_name(kv.type), name)};
+  kv.type = *t;
+  kv.k_set = kv.k_set || k;
+  kv.v_set = kv.v_set || v;
+  return true;
+}
 
 }  // namespace fucina::cli

@@ -1,10 +1,14 @@
 // fucina bench: prompt-processing (pp) and token-generation (tg) speed, measured the way
 // llama-bench measures it, so the two tables can be compared line by line.
 //
-// Note [Bench protocol]: a pp test runs N random token ids from an empty cache in batches
-// of -b; a tg test decodes N tokens one at a time from an empty cache, feeding each
-// generated id back. One untimed warm-up run precedes the -r timed repetitions (as
-// llama-bench does), and tokens/s is averaged over repetitions with its sample stdev.
+// Note [Bench protocol]: a pp test runs N random token ids in batches of -b; a tg test
+// decodes N tokens one at a time, feeding each generated id back. Both start from a cache
+// holding -d (depth) positions of random ids, prefilled once per test and untimed (the cache
+// is cut back to them before every run, as llama-bench restores its saved state); depth 0 is
+// an empty cache. The cache holds depth + N positions (llama-bench's n_ctx), which also picks
+// the split of Note [split decode]. One untimed warm-up run precedes the -r timed
+// repetitions (as llama-bench does), and tokens/s is averaged over repetitions with its
+// sample stdev.
 //
 // Note [Batched bench]: --parallel 1,2,4,8 measures as llama-batched-bench does (-npp -p,
 // -ntg -n, -npl --parallel): pl sequences of one PagedKvCache each read a prompt of pp
@@ -37,6 +41,7 @@ namespace {
 
 using fucina::cli::parse_list;
 using fucina::cli::parse_load_flag;
+using fucina::cli::parse_kv_flag;
 using fucina::cli::parse_num;
 using fucina::cli::check_threads;
 using fucina::cli::UsageError;
@@ -46,10 +51,11 @@ constexpr std::string_view usage =
     "  -m, --model FILE         model to measure (repeatable)\n"
     "  -p, --n-prompt N[,N..]   prompt-processing tests (default 512; 0 = none)\n"
     "  -n, --n-gen N[,N..]      token-generation tests (default 128; 0 = none)\n"
+    "  -d, --n-depth N[,N..]    context already in the cache before each test (default 0)\n"
     "  -r, --repetitions R      timed repetitions per test (default 5)\n"
     "  -t, --threads N[,N..]    worker threads (default: all cores)\n"
     "  -b, --batch N            prompt batch size (default 512)\n"
-    "  --kv-type f16|f32        KV cache element type (default f16)\n"
+    "  --kv-type f16|f32|q8_0   KV cache element type (default f16; also -ctk/-ctv T)\n"
     "  --no-warmup              skip the untimed warm-up run\n"
     "  --fast-prefill           quantized prompts through the f32 GEMM (not bit-exact)\n"
     "  --no-repack              use the weights in the mapped file as they are (no interleaved\n"
@@ -60,14 +66,14 @@ constexpr std::string_view usage =
 
 struct Options {
   std::vector<std::string> models;
-  std::vector<std::int64_t> n_prompt{512}, n_gen{128};
+  std::vector<std::int64_t> n_prompt{512}, n_gen{128}, n_depth{0};
   std::vector<int> threads;
   std::vector<std::int64_t> parallel;  // non-empty: Note [Batched bench]
   int reps = 5;
   std::int64_t batch = 512;
   bool warmup = true, json = false;
   fucina::model::LoadOptions load;
-  fucina::DType kv = fucina::DType::f16;
+  fucina::cli::KvFlags kv;
 };
 
 Options parse(std::span<char* const> args) {
@@ -81,6 +87,7 @@ Options parse(std::span<char* const> args) {
     if (a == "-m" || a == "--model") o.models.push_back(value());
     else if (a == "-p" || a == "--n-prompt") o.n_prompt = parse_list<std::int64_t>(a, value());
     else if (a == "-n" || a == "--n-gen") o.n_gen = parse_list<std::int64_t>(a, value());
+    else if (a == "-d" || a == "--n-depth") o.n_depth = parse_list<std::int64_t>(a, value());
     else if (a == "-r" || a == "--repetitions") o.reps = parse_num<int>(a, value());
     else if (a == "-t" || a == "--threads") o.threads = parse_list<int>(a, value());
     else if (a == "-b" || a == "--batch") o.batch = parse_num<std::int64_t>(a, value());
@@ -91,11 +98,7 @@ Options parse(std::span<char* const> args) {
       const std::string f = value();
       if (f != "md" && f != "json") throw UsageError{fmt::format("--output must be md or json, not '{}'", f)};
       o.json = f == "json";
-    } else if (a == "--kv-type") {
-      const std::string t = value();
-      if (t == "f16") o.kv = fucina::DType::f16;
-      else if (t == "f32") o.kv = fucina::DType::f32;
-      else throw UsageError{fmt::format("--kv-type must be f16 or f32, not '{}'", t)};
+    } else if (parse_kv_flag(a, value, o.kv)) {  // --kv-type, -ctk, -ctv
     } else if (a.size() > 1 && a[0] == '-') throw UsageError{fmt::format("unknown option '{}' (see fucina bench --help)", a)};
     else o.models.emplace_back(a);
   }
@@ -105,10 +108,14 @@ Options parse(std::span<char* const> args) {
     if (n < 0) throw UsageError{fmt::format("-p must be >= 0, got {}", n)};
   for (auto n : o.n_gen)
     if (n < 0) throw UsageError{fmt::format("-n must be >= 0, got {}", n)};
+  for (auto n : o.n_depth)
+    if (n < 0) throw UsageError{fmt::format("-d must be >= 0, got {}", n)};
   for (auto n : o.parallel)
     if (n < 1) throw UsageError{fmt::format("--parallel must be at least 1, got {}", n)};
   if (!o.parallel.empty() && (o.n_prompt.size() != 1 || o.n_gen.size() != 1 || o.n_gen[0] < 1))
     throw UsageError{"--parallel takes one -p and one -n (>= 1)"};
+  if (!o.parallel.empty() && (o.n_depth.size() != 1 || o.n_depth[0] != 0))
+    throw UsageError{"--parallel does not take -d (llama-batched-bench has no depth)"};
   for (int& t : o.threads) t = check_threads("--threads", t);
   if (o.threads.empty()) o.threads.push_back(0);
   return o;
@@ -118,7 +125,7 @@ struct Record {
   std::string model_filename, model_type;
   std::uint64_t model_size = 0, model_n_params = 0;
   int n_threads = 0;
-  std::int64_t n_prompt = 0, n_gen = 0, n_batch = 0;
+  std::int64_t n_prompt = 0, n_gen = 0, n_depth = 0, n_batch = 0;
   std::vector<double> samples_ns, samples_ts;
   double avg_ts = 0, stddev_ts = 0;
 };
@@ -147,11 +154,11 @@ std::vector<std::int32_t> random_ids(std::int64_t n, std::int64_t vocab, std::ui
   return ids;
 }
 
-// One timed run of a test; returns nanoseconds.
-double run_once(const fucina::model::Model& model, fucina::Context& ctx, const Options& o, std::int64_t n_prompt,
-                std::int64_t n_gen, std::uint64_t seed) {
+// One timed run of a test from the cache cut back to its depth; returns nanoseconds.
+double run_once(const fucina::model::Model& model, fucina::Context& ctx, const Options& o, fucina::model::KvCache& cache,
+                std::int64_t depth, std::int64_t n_prompt, std::int64_t n_gen, std::uint64_t seed) {
   const std::int64_t vocab = model.config().n_vocab;
-  auto cache = model.new_cache(ctx, std::max<std::int64_t>(n_prompt + n_gen, 1), o.kv);
+  cache.truncate(depth);
   const auto t0 = std::chrono::steady_clock::now();
   if (n_prompt > 0) {
     const auto ids = random_ids(n_prompt, vocab, seed);
@@ -179,7 +186,7 @@ std::pair<double, double> run_batched(const fucina::model::Model& model, fucina:
                                       std::int64_t pp, std::int64_t tg, std::int64_t pl, std::uint64_t seed) {
   using Chunk = fucina::model::Model::SeqChunk;
   const std::int64_t vocab = model.config().n_vocab;
-  auto cache = model.new_paged_cache(ctx, fucina::model::PagedKvCache::budget_for(pl, pp + tg), pp + tg, o.kv);
+  auto cache = model.new_paged_cache(ctx, fucina::model::PagedKvCache::budget_for(pl, pp + tg), pp + tg, o.kv.type);
   std::vector<fucina::model::SeqId> seqs;
   std::vector<std::vector<std::int32_t>> prompts;
   for (std::int64_t j = 0; j < pl; ++j) {
@@ -264,13 +271,19 @@ std::string file_type_name(const fucina::gguf::Reader& f) {
   return fmt::format("ftype {}", static_cast<std::uint32_t>(ft));
 }
 
+// "pp512", "tg128 @ d4096": llama-bench's test names.
+std::string test_name(const Record& r) {
+  std::string t = r.n_prompt > 0 ? fmt::format("pp{}", r.n_prompt) : fmt::format("tg{}", r.n_gen);
+  if (r.n_depth > 0) t += fmt::format(" @ d{}", r.n_depth);
+  return t;
+}
+
 void print_md(const std::vector<Record>& recs) {
   fmt::print("| model | size | params | threads | test | t/s |\n| --- | ---: | ---: | ---: | ---: | ---: |\n");
   for (const auto& r : recs) {
-    const std::string test = r.n_prompt > 0 ? fmt::format("pp{}", r.n_prompt) : fmt::format("tg{}", r.n_gen);
     fmt::print("| {} | {:.2f} MiB | {:.2f} M | {} | {} | {:.2f} ± {:.2f} |\n", r.model_type,
                static_cast<double>(r.model_size) / (1024.0 * 1024.0), static_cast<double>(r.model_n_params) / 1e6,
-               r.n_threads, test, r.avg_ts, r.stddev_ts);
+               r.n_threads, test_name(r), r.avg_ts, r.stddev_ts);
   }
 }
 
@@ -288,6 +301,7 @@ void print_json(const std::vector<Record>& recs) {
                    {"n_threads", r.n_threads},
                    {"n_prompt", r.n_prompt},
                    {"n_gen", r.n_gen},
+                   {"n_depth", r.n_depth},
                    {"avg_ns", static_cast<std::uint64_t>(avg_ns)},
                    {"avg_ts", r.avg_ts},
                    {"stddev_ts", r.stddev_ts},
@@ -345,27 +359,30 @@ int bench_main(std::span<char* const> args) {
         if (n > 0) tests.emplace_back(n, 0);
       for (auto n : o.n_gen)
         if (n > 0) tests.emplace_back(0, n);
-      for (const auto& [np, ng] : tests) {
-        if (np + ng > cfg.n_ctx_train)
-          fmt::print(stderr, "fucina bench: note: {} tokens exceed the model's training context {}\n", np + ng,
-                     cfg.n_ctx_train);
-        Record r;
-        r.model_filename = path;
-        r.model_type = fmt::format("{} {}", fucina::model::arch_name(cfg.arch), file_type_name(model.file()));
-        r.model_size = static_cast<std::uint64_t>(std::filesystem::file_size(path));
-        r.model_n_params = n_params(model.file());
-        r.n_threads = ctx.threads();
-        r.n_prompt = np;
-        r.n_gen = ng;
-        r.n_batch = o.batch;
-        if (o.warmup) (void)run_once(model, ctx, o, np, ng, 0);
-        for (int rep = 0; rep < o.reps; ++rep)
-          r.samples_ns.push_back(run_once(model, ctx, o, np, ng, static_cast<std::uint64_t>(rep) + 1));
-        summarize(r);
-        fmt::print(stderr, "fucina bench: {} {} {}: {:.2f} ± {:.2f} t/s\n", path, np > 0 ? "pp" : "tg", np > 0 ? np : ng,
-                   r.avg_ts, r.stddev_ts);
-        recs.push_back(std::move(r));
-      }
+      for (const auto& [np, ng] : tests)
+        for (const std::int64_t depth : o.n_depth) {
+          if (depth + np + ng > cfg.n_ctx_train)
+            fmt::print(stderr, "fucina bench: note: {} tokens exceed the model's training context {}\n", depth + np + ng,
+                       cfg.n_ctx_train);
+          Record r;
+          r.model_filename = path;
+          r.model_type = fmt::format("{} {}", fucina::model::arch_name(cfg.arch), file_type_name(model.file()));
+          r.model_size = static_cast<std::uint64_t>(std::filesystem::file_size(path));
+          r.model_n_params = n_params(model.file());
+          r.n_threads = ctx.threads();
+          r.n_prompt = np;
+          r.n_gen = ng;
+          r.n_depth = depth;
+          r.n_batch = o.batch;
+          auto cache = model.new_cache(ctx, depth + np + ng, o.kv.type);
+          if (depth > 0) (void)model.prefill(ctx, cache, random_ids(depth, cfg.n_vocab, 999), o.batch);
+          if (o.warmup) (void)run_once(model, ctx, o, cache, depth, np, ng, 0);
+          for (int rep = 0; rep < o.reps; ++rep)
+            r.samples_ns.push_back(run_once(model, ctx, o, cache, depth, np, ng, static_cast<std::uint64_t>(rep) + 1));
+          summarize(r);
+          fmt::print(stderr, "fucina bench: {} {}: {:.2f} ± {:.2f} t/s\n", path, test_name(r), r.avg_ts, r.stddev_ts);
+          recs.push_back(std::move(r));
+        }
     }
     if (const auto& store = model.weights().layers.front().expert_store) print_store_stats(store->stats());
   }

@@ -34,6 +34,7 @@ namespace {
 
 using fucina::cli::UsageError;
 using fucina::cli::parse_load_flag;
+using fucina::cli::parse_kv_flag;
 using fucina::cli::parse_num;
 using fucina::cli::parse_threads;
 using fucina::cli::read_input_file;
@@ -66,7 +67,7 @@ constexpr std::string_view usage =
     "  -t, --threads N          worker threads (default: all cores)\n"
     "  -c, --ctx N              context length (default: the model's)\n"
     "  -b, --batch N            prompt batch size (default 512)\n"
-    "  --kv-type f16|f32        KV cache element type (default f16)\n"
+    "  --kv-type f16|f32|q8_0   KV cache element type (default f16; also -ctk/-ctv T)\n"
     "  --lora FILE              apply a LoRA adapter (llama.cpp's GGUF format), unmerged\n"
     "                           (repeatable)\n"
     "  --lora-scaled FILE S     apply an adapter with user scale S (repeatable)\n"
@@ -111,7 +112,7 @@ struct Options {
   std::int64_t n_predict = 128, ctx = 0, batch = 512;
   int threads = 0;
   bool have_seed = false;
-  fucina::DType kv = fucina::DType::f16;
+  fucina::cli::KvFlags kv;
   fucina::sample::SamplerConfig sampling;
   std::vector<std::string> stops;
   std::vector<std::pair<std::string, float>> loras;  // path, user scale (NaN: --lora-scale)
@@ -188,11 +189,7 @@ Options parse(std::span<char* const> args) {
       if (o.parallel < 1) throw UsageError{fmt::format("--parallel must be at least 1, got {}", o.parallel)};
     }
     else if (a == "--jsonl") o.jsonl = true;
-    else if (a == "--kv-type") {
-      const std::string t = value();
-      if (t == "f16") o.kv = fucina::DType::f16;
-      else if (t == "f32") o.kv = fucina::DType::f32;
-      else throw UsageError{fmt::format("--kv-type must be f16 or f32, not '{}'", t)};
+    else if (parse_kv_flag(a, value, o.kv)) {  // --kv-type, -ctk, -ctv
     } else if (a.size() > 1 && a[0] == '-') throw UsageError{fmt::format("unknown option '{}' (see fucina run --help)", a)};
     else if (o.model.empty()) o.model = std::string(a);
     else throw UsageError{fmt::format("unexpected argument '{}' (see fucina run --help)", a)};
@@ -304,7 +301,7 @@ int run_parallel(const Options& o, const fucina::model::Model& model, const tk::
     if (!line.empty()) prompts.push_back(line);
   if (prompts.empty()) throw UsageError{fmt::format("{} holds no prompts (one per line)", o.prompt_file)};
   gen::BatchGenerator b(model, tok, ctx,
-                        {.n_parallel = o.parallel, .n_ctx = n_ctx, .n_batch = std::max(o.batch, o.parallel), .kv_type = o.kv,
+                        {.n_parallel = o.parallel, .n_ctx = n_ctx, .n_batch = std::max(o.batch, o.parallel), .kv_type = o.kv.type,
                          .sampling = o.sampling});
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     std::vector<tk::ChatMessage> messages;
@@ -383,7 +380,7 @@ int run_main(std::span<char* const> args) {
   const std::int64_t n_ctx = o.ctx > 0 ? o.ctx : cfg.n_ctx_train;
   if (o.parallel > 0) return run_parallel(o, model, tok, ctx, n_ctx);
   // The cache first: a context too large for the machine is then the only line printed.
-  gen::Generator g(model, tok, ctx, {.n_ctx = n_ctx, .kv_type = o.kv, .n_batch = o.batch, .sampling = o.sampling});
+  gen::Generator g(model, tok, ctx, {.n_ctx = n_ctx, .kv_type = o.kv.type, .n_batch = o.batch, .sampling = o.sampling});
   fmt::print(stderr, "fucina run: {} ({}, {} layers, embd {}, vocab {}), ctx {}, {} threads, seed {}, load {:.0f} ms\n",
              cfg.name.empty() ? o.model : cfg.name, fucina::model::arch_name(cfg.arch), cfg.n_layer, cfg.n_embd,
              cfg.n_vocab, n_ctx, ctx.threads(), o.sampling.seed, seconds_since(t_load) * 1e3);

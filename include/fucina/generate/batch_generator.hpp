@@ -50,7 +50,7 @@ struct BatchOptions {
   std::int64_t n_ctx = 0;       // per sequence; <= 0: the model's training context
   std::int64_t n_kv = 0;        // KV positions shared by all sequences; <= 0: n_parallel contexts
   std::int64_t n_batch = 512;   // tokens per step (>= n_parallel)
-  DType kv_type = DType::f16;
+  model::KvType kv_type = model::KvType::f16;
   sample::SamplerConfig sampling{};  // for requests without their own
   std::int64_t keep_finished = 0;    // finished sequences whose KV is kept (Note [Kept prefixes])
   // The token bytes of grammar requests (grammar_vocabulary(tok)); unset: built on the

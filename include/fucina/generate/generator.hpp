@@ -58,7 +58,7 @@ std::string_view to_string(StopReason reason);
 // Per-sequence settings, fixed for the Generator's life.
 struct GeneratorOptions {
   std::int64_t n_ctx = 0;      // KV cache length; <= 0: the model's training context
-  DType kv_type = DType::f16;  // KV cache element type (f16 as llama.cpp, or f32)
+  model::KvType kv_type = model::KvType::f16;  // KV cache element type (f16 as llama.cpp, f32 or q8_0)
   std::int64_t n_batch = 512;  // prompt tokens per forward pass
   sample::SamplerConfig sampling{};
   // The token bytes grammars are matched against (grammar_vocabulary(tok)); unset: built on

@@ -6,7 +6,8 @@
 // Which kernel runs follows which path ggml's flash attention takes (the default KV cache
 // is f16): < 64 new rows, or a head size that is not a multiple of 16, run one row at a time
 // with f16 accumulators (flash_attention_f16, Note [f16 flash attention]); >= 64 rows the
-// tiled f32 path (prefill_attention, Note [prefill attention]).
+// tiled f32 path (prefill_attention, Note [prefill attention]). A q8_0 cache always takes
+// ggml's one-row path for quantized K/V (flash_attention_q8_0, Note [q8_0 KV cache]).
 //
 // Note [split decode]: one new token over a KV view of >= 512 positions (llama.cpp views
 // n_past + 1 positions rounded up to 256, at most the context rounded up to 256) is split

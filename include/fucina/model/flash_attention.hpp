@@ -7,7 +7,18 @@
 // exp(M_old - M), then acc = f16(acc + v·exp(s - M)) per key; the end result is
 // f32(acc) / S. Rounding acc to f16 at every key moves logits by ~2e-3 on the tiny
 // models, so parity at 1e-3 needs it. Masked (future) keys are skipped.
+//
+// Note [Decode at depth]: one task is a pair of query rows of one KV head; it walks its keys
+// 16 at a time, each run of 16 scored, softmaxed and added into the running output before
+// the next (keys and values stream together, the output stays in L1; a run never crosses a
+// block of a paged cache). The cache is read in place through a KvView, so a paged cache's
+// blocks need no gathering, and one pool pass serves every sequence of a batch. Software
+// prefetch of the rows two runs ahead was measured and gave nothing (the kernel is bound by
+// its f16 round trips and expf calls, ~120 cycles per key and KV head, not by memory).
+#include <span>
+
 #include "fucina/fucina.hpp"
+#include "fucina/model/kv_cache.hpp"
 
 namespace fucina::model {
 
@@ -19,5 +30,21 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor
                                                       const TensorT<DType::f16, "kseq", "kvh", "hd">& keys,
                                                       const TensorT<DType::f16, "kseq", "kvh", "hd">& values,
                                                       std::int64_t n_past, float scale, std::int64_t kv_chunk = 0);
+
+// Many sequences in one pass over the pool: rows [r0, r0 + n) of q are the new tokens of a
+// sequence whose f16 cache `kv` holds n_past positions before them (and theirs, stored).
+struct AttentionRows {
+  std::int64_t r0 = 0, n = 0, n_past = 0, kv_chunk = 0;
+  KvView kv{};
+};
+Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q,
+                                                      std::span<const AttentionRows> seqs, float scale);
+
+// The same over q8_0 caches (Note [q8_0 KV cache]), ggml's one-row path for quantized K/V
+// (any number of rows, never split): each query row is encoded to Q8_0 (unrounded), scored
+// by the Q8_0 x Q8_0 dot, and the online softmax keeps an f32 output: acc = acc · ms on a
+// new max, then acc = fma(v, vs, acc) over the dequantized value row; the result acc / S.
+Tensor<"seq", "kvh", "grp", "hd"> flash_attention_q8_0(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q,
+                                                       std::span<const AttentionRows> seqs, float scale);
 
 }  // namespace fucina::model

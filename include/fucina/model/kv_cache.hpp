@@ -1,6 +1,12 @@
 #pragma once
 // Per-sequence key/value cache: for each layer, K and V as Tensor<"kseq","kvh","hd"> over
-// the whole context, f16 by default (as llama.cpp) or f32.
+// the whole context, f16 by default (as llama.cpp), f32, or q8_0.
+//
+// Note [q8_0 KV cache] (llama.cpp's -ctk q8_0 -ctv q8_0): each head's row of head_dim values
+// is stored as Q8_0 blocks of 32 (an f16 scale and 32 int8), encoded as ggml's CPU backend
+// encodes (quant::quantize_act_q8_0): 34 bytes per 32 values, 53% of f16. The blocks are held
+// in an f16-typed buffer, 17 units per block, so views and strides work as for f16. Attention
+// over it is ggml's one-row path for quantized K/V at every batch size (flash_attention_q8_0).
 //
 // Note [KV cache protocol]: a forward pass of n tokens stores each layer's K/V at rows
 // [size(), size() + n) with store(), reads rows [0, size() + n) with keys()/values(),
@@ -8,6 +14,9 @@
 // a full cache is a clear error before any work.
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
 #include <vector>
 
 #include "fucina/fucina.hpp"
@@ -15,16 +24,40 @@
 
 namespace fucina::model {
 
+// The element type of a KV cache.
+enum class KvType : std::uint8_t { f32, f16, q8_0 };
+// "f32", "f16", "q8_0"; nullopt for any other name.
+std::optional<KvType> kv_type_from_name(std::string_view name);
+std::string_view kv_type_name(KvType type);
+
+// Where one layer's cached keys and values of one sequence live, read in place by the
+// attention kernels: position p is row row(p) of `keys` / `values` ([rows, kvh, hd], the
+// cache's type). A solo cache is one block (no table); a paged cache maps positions through
+// its block table (Note [Paged KV cache]).
+struct KvView {
+  RawTensor keys, values;
+  std::span<const std::int32_t> blocks{};  // empty: position p is row p
+  std::int64_t block_size = 0;
+  KvType type = KvType::f16;
+  std::int64_t row(std::int64_t p) const {
+    return blocks.empty() ? p : blocks[static_cast<std::size_t>(p / block_size)] * block_size + p % block_size;
+  }
+  // The end of the run of positions from p that are consecutive rows (p's block).
+  std::int64_t run_end(std::int64_t p, std::int64_t end) const {
+    return blocks.empty() ? end : std::min(end, (p / block_size + 1) * block_size);
+  }
+};
+
 class KvCache {
  public:
   using Rows = Tensor<"seq", "kvh", "hd">;
   using Cached = Tensor<"kseq", "kvh", "hd">;
 
-  KvCache(Context& ctx, const ModelConfig& config, std::int64_t n_ctx, DType dtype = DType::f16);
+  KvCache(Context& ctx, const ModelConfig& config, std::int64_t n_ctx, KvType type = KvType::f16);
 
   std::int64_t capacity() const { return n_ctx_; }
   std::int64_t size() const { return size_; }
-  DType dtype() const { return dtype_; }
+  KvType type() const { return type_; }
   void clear() { size_ = 0; }
   // Keeps the first n rows (a shared prompt prefix); later rows are overwritten by store().
   void truncate(std::int64_t n) { size_ = std::clamp<std::int64_t>(n, 0, size_); }
@@ -36,17 +69,25 @@ class KvCache {
   // The stored rows themselves, in the cache's type (views, no copy).
   RawTensor stored_keys(std::int64_t layer, std::int64_t n) const;
   RawTensor stored_values(std::int64_t layer, std::int64_t n) const;
+  KvView view(std::int64_t layer) const {
+    return {k_[static_cast<std::size_t>(layer)], v_[static_cast<std::size_t>(layer)], {}, 0, type_};
+  }
   void advance(std::int64_t n);
 
   // Throws InvalidArgument when K/V for n_positions do not fit in this machine's memory.
-  static void check_fits(const ModelConfig& config, std::int64_t n_positions, DType dtype);
+  static void check_fits(const ModelConfig& config, std::int64_t n_positions, KvType type);
+  // The [n_rows, kvh, units] buffer of one layer's K or V (Note [q8_0 KV cache]); throws
+  // Unsupported for a q8_0 cache of a head size that is not a multiple of 32.
+  static RawTensor allocate(Context& ctx, const ModelConfig& config, std::int64_t n_rows, KvType type);
+  // Writes rows (f32 or f32-convertible, [n, kvh, hd]) into dst ([n, kvh, units] of `type`).
+  static void write_rows(Context& ctx, const Rows& rows, RawTensor& dst, KvType type);
 
  private:
   RawTensor stored(const RawTensor& t, std::int64_t n) const;
   Cached read(Context& ctx, const RawTensor& t, std::int64_t n) const;
   std::int64_t n_ctx_ = 0;
   std::int64_t size_ = 0;
-  DType dtype_ = DType::f16;
+  KvType type_ = KvType::f16;
   std::vector<RawTensor> k_, v_;  // [n_ctx, kvh, hd] per layer
 };
 

@@ -53,7 +53,7 @@ class Model {
   const gguf::Reader& file() const { return file_; }
 
   // n_ctx <= 0 means the context length from the metadata.
-  KvCache new_cache(Context& ctx, std::int64_t n_ctx = 0, DType dtype = DType::f16) const;
+  KvCache new_cache(Context& ctx, std::int64_t n_ctx = 0, KvType type = KvType::f16) const;
 
   Tensor<"vocab"> forward(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const;
   // Logits of every position of ids (teacher forcing, perplexity, parity work).
@@ -64,7 +64,7 @@ class Model {
   // A multi-sequence cache (Note [Paged KV cache]) of n_tokens positions shared by all
   // sequences, each at most n_ctx (<= 0: the training context).
   PagedKvCache new_paged_cache(Context& ctx, std::int64_t n_tokens, std::int64_t n_ctx = 0,
-                               DType dtype = DType::f16) const;
+                               KvType type = KvType::f16) const;
   // Note [Batched forward]: the chunks' tokens, each after its sequence's cached positions,
   // in one forward; row i of the result is the logits of the last token of chunks[i]. A
   // sequence appears at most once. Throws (no sequence grows) for bad ids or a chunk that does

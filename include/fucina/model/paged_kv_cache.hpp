@@ -3,16 +3,17 @@
 // forward]): one budget of fixed-size blocks, each sequence a table of blocks.
 //
 // Note [Paged KV cache]: every layer holds K and V as [n_blocks · block_size, kvh, hd]
-// (f16 by default, or f32). Position p of a sequence lives in row p % block_size of block
+// (f16 by default, f32, or q8_0: Note [q8_0 KV cache]). Position p of a sequence lives in row p % block_size of block
 // table[p / block_size]. Blocks are reference counted: fork(src, n) starts a sequence with
 // the first n positions of src, sharing src's full blocks without copying them; the rows of
 // a partly filled last block are copied into a block of its own, so a block is only ever
 // written by its one owner. close() hands back the blocks no other sequence holds. A
 // sequence has a context limit n_ctx, as a solo KvCache's capacity (it also picks the
 // split of Note [split decode], so a batched row gets its solo run's arithmetic).
-// Attention reads a sequence's rows gathered into one contiguous [n, kvh, hd] tensor, so
-// the kernels of a solo cache run unchanged (the gather copies the rows once per layer and
-// step: the price of not teaching the kernels block tables yet).
+// Decode rows (and chunks of < 64 rows) read the blocks in place through view() (a KvView:
+// the one-row kernel walks keys in runs that never cross a block, Note [Decode at depth]);
+// longer prompt chunks on the tiled kernel read the sequence's rows gathered into one
+// contiguous [n, kvh, hd] tensor by keys()/values(), a copy per layer that their n rows share.
 //
 // The protocol per sequence is Note [KV cache protocol] in kv_cache.hpp: reserve(), then per
 // layer store() and keys()/values(), then advance() once every layer is done.
@@ -32,7 +33,7 @@ class PagedKvCache {
   static constexpr std::int64_t default_block_size = 32;
   // n_tokens: the budget, in positions, shared by all sequences (rounded up to whole blocks).
   PagedKvCache(Context& ctx, const ModelConfig& config, std::int64_t n_tokens, std::int64_t n_ctx,
-               DType dtype = DType::f16, std::int64_t block_size = default_block_size);
+               KvType type = KvType::f16, std::int64_t block_size = default_block_size);
   // The budget that holds n_seqs sequences of n positions each at once (whole blocks each).
   static std::int64_t budget_for(std::int64_t n_seqs, std::int64_t n, std::int64_t block_size = default_block_size) {
     return n_seqs * ((n + block_size - 1) / block_size * block_size);
@@ -42,7 +43,7 @@ class PagedKvCache {
   std::int64_t block_size() const { return block_size_; }
   std::int64_t total_blocks() const { return static_cast<std::int64_t>(refs_.size()); }
   std::int64_t free_blocks() const { return static_cast<std::int64_t>(free_.size()); }
-  DType dtype() const { return dtype_; }
+  KvType type() const { return type_; }
 
   SeqId open();  // a new empty sequence
   // A new sequence holding the first n positions of src (Note [Paged KV cache]).
@@ -61,6 +62,10 @@ class PagedKvCache {
   // The first n positions of seq, contiguous, in the cache's type.
   RawTensor keys(Context& ctx, std::int64_t layer, SeqId seq, std::int64_t n) const;
   RawTensor values(Context& ctx, std::int64_t layer, SeqId seq, std::int64_t n) const;
+  // seq's rows of one layer in place, through its block table (valid until seq grows).
+  KvView view(std::int64_t layer, SeqId seq) const {
+    return {k_[static_cast<std::size_t>(layer)], v_[static_cast<std::size_t>(layer)], at(seq).blocks, block_size_, type_};
+  }
   void advance(SeqId seq, std::int64_t n);
 
  private:
@@ -77,7 +82,7 @@ class PagedKvCache {
   RawTensor gather(Context& ctx, const RawTensor& pool, const Sequence& s, std::int64_t n) const;
 
   std::int64_t n_ctx_, block_size_;
-  DType dtype_;
+  KvType type_;
   std::vector<RawTensor> k_, v_;  // [n_blocks · block_size, kvh, hd] per layer
   std::vector<std::int32_t> refs_;  // per block: how many sequences hold it
   std::vector<std::int32_t> free_;  // blocks nobody holds
