@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <vector>
 
 #include "fucina/model/flash_attention.hpp"
+#include "fucina/model/one_row.hpp"
 #include "fucina/model/prefill_attention.hpp"
 
 namespace fucina::model {
@@ -117,8 +120,18 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
     KvCache& cache = *batch.cache;
     const std::int64_t n = h.size<"seq">(), n_past = cache.size(), n_kv = n_past + n;
     cache.store(ctx, layer, k, v);
-    o = cached_attention(ctx, c, qg, cache.stored_keys(layer, n_kv), cache.stored_values(layer, n_kv), n_past,
-                         cache.capacity(), scale);
+    if (n > 1 && one_row_arithmetic()) {  // each row alone over the keys up to it (Note [One-row arithmetic])
+      std::vector<std::int64_t> rows(static_cast<std::size_t>(n + 1));
+      std::iota(rows.begin(), rows.end(), 0);
+      const auto qc = contiguous(ctx, qg);
+      o = per_sequence(ctx, qc, rows, [&](std::int64_t r, std::int64_t, std::size_t) {
+        return cached_attention(ctx, c, narrow<"seq">(qc, r, 1), cache.stored_keys(layer, n_past + r + 1),
+                                cache.stored_values(layer, n_past + r + 1), n_past + r, cache.capacity(), scale);
+      });
+    } else {
+      o = cached_attention(ctx, c, qg, cache.stored_keys(layer, n_kv), cache.stored_values(layer, n_kv), n_past,
+                           cache.capacity(), scale);
+    }
   } else {
     o = causal_attention(ctx, qg, k, v, batch.seq_starts, scale);
   }
