@@ -16,12 +16,6 @@ using namespace fucina;
 
 namespace {
 
-std::vector<std::int32_t> tokens(std::int64_t n, std::int64_t vocab, std::int32_t salt) {
-  std::vector<std::int32_t> t(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i)
-    t[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 37 + salt * 11 + 5) % vocab);
-  return t;
-}
 
 struct Param {
   test::SynthCase c;
@@ -41,7 +35,7 @@ TEST_P(ForwardAsDecode, EveryRowIsItsOneTokenForward) {
   constexpr std::int64_t kCtx = 1024, kRows = 17;  // 17 rows: past the quantized GEMM's 16
   for (const DType kv : {DType::f16, DType::f32}) {
     for (const std::int64_t prompt_len : {5, 300}) {  // 300 cached: the one-row forward splits
-      const auto prompt = tokens(prompt_len, vocab, 1), drafted = tokens(kRows, vocab, 2);
+      const auto prompt = test::pattern_tokens(prompt_len, vocab, 1), drafted = test::pattern_tokens(kRows, vocab, 2);
       const std::int32_t after[1] = {7};
       auto solo = m.new_cache(ctx, kCtx, kv), spec = m.new_cache(ctx, kCtx, kv);
       m.prefill(ctx, solo, prompt);
