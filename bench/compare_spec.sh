@@ -7,9 +7,15 @@
 #
 #   bench/compare_spec.sh [-n 128] [-t 2] [--rounds 3] [--draft-max 16] MODEL.gguf
 #
-# Tasks. A random-weight bench model (fucina synth) does not copy text it was shown the way
-# a trained one does, so the copy tasks are built from the model's own greedy output G
-# (of a seed text S, 192 tokens), which it reproduces when it meets S again:
+# Tasks. A random-weight model does not copy text it was shown the way a trained one does,
+# so the copy tasks are built from the model's own greedy output G (of a seed text S, 192
+# tokens), which a bench model made to follow mostly its last tokens reproduces when it meets
+# S again, with a few tokens changed by the longer context (small edits). docs/BENCHMARK.md
+# uses Qwen3-0.6B's shape with small matrix weights (the blocks perturb the embedding path
+# little), quantized:
+#   fucina synth bench.gguf --arch qwen3 --hidden 1024 --layers 28 --heads 16 --kv-heads 8 \
+#     --head-dim 128 --ffn 3072 --ctx 4096 --dtype f16 --std 0.002 --vocab ggml-vocab-qwen2.gguf
+#   fucina quantize bench.gguf bench-q4_k_m.gguf q4_k_m
 #   copy      S G S          greedy: re-emit the passage G given in the prompt
 #   continue  S G S G[:1/2]  greedy: continue a document where its text repeats
 #   free      S              temperature 1, seed 42: text that does not repeat
@@ -28,7 +34,7 @@ while (($#)); do
     -t) threads=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --draft-max) draft_max=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     -*) echo "compare_spec.sh: unknown option $1" >&2; exit 2 ;;
     *) model=$1; shift ;;
   esac

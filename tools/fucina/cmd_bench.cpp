@@ -380,7 +380,7 @@ int bench_main(std::span<char* const> args) {
         r.n_gen = ng;
         r.n_batch = o.batch;
         r.spec = o.spec && ng > 0;
-        const auto once = [&](std::uint64_t seed, Record* counted) {
+        const auto once = [&, np = np, ng = ng](std::uint64_t seed, Record* counted) {  // (clang 14: no bindings in lambdas)
           return r.spec ? run_spec_once(model, *tok, ctx, o, ng, seed, counted) : run_once(model, ctx, o, np, ng, seed);
         };
         if (o.warmup) (void)once(0, nullptr);
