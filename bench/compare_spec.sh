@@ -17,7 +17,7 @@
 #     --head-dim 128 --ffn 3072 --ctx 4096 --dtype f16 --std 0.002 --vocab ggml-vocab-qwen2.gguf
 #   fucina quantize bench.gguf bench-q4_k_m.gguf q4_k_m
 #   copy      S G S          greedy: re-emit the passage G given in the prompt
-#   continue  S G S G[:1/2]  greedy: continue a document where its text repeats
+#   continue  S G S G[:~1/2] greedy: continue a document where its text repeats (cut at a space)
 #   free      S              temperature 1, seed 42: text that does not repeat
 # Needs llama-lookup (LLAMA_LOOKUP=, default the peer build) and the fucina CLI (FUCINA=).
 set -euo pipefail
@@ -53,7 +53,8 @@ import sys, os
 d = sys.argv[1]
 s, g = open(f"{d}/seed.txt", "rb").read(), open(f"{d}/g.txt", "rb").read()  # a random model's text need not be UTF-8
 open(f"{d}/copy.txt", "wb").write(s + g + b"\n\n" + s)
-open(f"{d}/continue.txt", "wb").write(s + g + b"\n\n" + s + g[: len(g) // 2])
+half = g.find(b" ", len(g) // 2)  # cut between words: a cut inside a character starts other tokens
+open(f"{d}/continue.txt", "wb").write(s + g + b"\n\n" + s + g[: half if half > 0 else len(g) // 2])
 open(f"{d}/free.txt", "wb").write(s)
 EOF
 
