@@ -69,6 +69,14 @@ tokenizer::TokenId TokenStream::push(sample::Sampler& sampler, std::span<const f
   return next;
 }
 
+std::size_t TokenStream::allowed_prefix(std::span<const tokenizer::TokenId> drafted) {
+  if (!matcher_) return drafted.size();
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::size_t n = matcher_->allowed_prefix(drafted);
+  grammar_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return n;
+}
+
 Result TokenStream::finish() {
   emit(tokenizer::null_token, stop_.stopped() ? std::string() : stop_.push(detok_.flush()) + stop_.flush(), {});
   return std::move(result_);

@@ -439,6 +439,19 @@ bool Matcher::accept_token(TokenId id) {
   return vocab_->is_end(id) || accept(vocab_->piece(id));
 }
 
+std::size_t Matcher::allowed_prefix(std::span<const TokenId> ids) {
+  FUCINA_CHECK(vocab_ != nullptr, InvalidArgument, "[grammar] token matching needs a vocabulary");
+  std::int32_t state = state_;  // stepped without compact(): states stay valid until accept()
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const TokenId id = ids[i];
+    if (id < 0 || static_cast<std::size_t>(id) >= vocab_->size()) return i;
+    if (vocab_->is_end(id)) return automaton_->complete(state) ? i + 1 : i;
+    const std::string_view piece = vocab_->piece(id);
+    if (piece.empty() || (state = step(state, piece)) == 0) return i;
+  }
+  return ids.size();
+}
+
 std::span<const std::uint64_t> Matcher::allowed() {
   FUCINA_CHECK(vocab_ != nullptr, InvalidArgument, "[grammar] token masks need a vocabulary");
   ByteAutomaton& a = *automaton_;

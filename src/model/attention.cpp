@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "fucina/model/flash_attention.hpp"
+#include "fucina/model/one_row.hpp"
 #include "fucina/model/prefill_attention.hpp"
 
 namespace fucina::model {
@@ -140,7 +142,24 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
     KvCache& cache = *batch.cache;
     const std::int64_t n = h.size<"seq">(), n_past = cache.size(), n_kv = n_past + n;
     cache.store(ctx, layer, k, v);
-    if (one_row_path(c, cache.type(), n)) {
+    if (n > 1 && one_row_arithmetic()) {  // each row alone over the keys up to it (Note [One-row arithmetic])
+      const auto qc = contiguous(ctx, qg);
+      if (one_row_path(c, cache.type(), 1)) {
+        std::vector<AttentionRows> rows;
+        for (std::int64_t r = 0; r < n; ++r)
+          rows.push_back({.r0 = r, .n = 1, .n_past = n_past + r,
+                          .kv_chunk = split_decode_chunk(1, n_past + r + 1, cache.capacity(), ctx.threads()),
+                          .kv = cache.view(layer)});
+        o = one_row_attention(ctx, cache.type(), qc, rows, scale);
+      } else {
+        std::vector<std::int64_t> starts(static_cast<std::size_t>(n + 1));
+        std::iota(starts.begin(), starts.end(), 0);
+        o = per_sequence(ctx, qc, starts, [&](std::int64_t r, std::int64_t, std::size_t) {
+          return tiled_attention(ctx, narrow<"seq">(qc, r, 1), cache.stored_keys(layer, n_past + r + 1),
+                                 cache.stored_values(layer, n_past + r + 1), n_past + r, scale);
+        });
+      }
+    } else if (one_row_path(c, cache.type(), n)) {
       const AttentionRows rows{.r0 = 0, .n = n, .n_past = n_past,
                                .kv_chunk = split_decode_chunk(n, n_kv, cache.capacity(), ctx.threads()),
                                .kv = cache.view(layer)};

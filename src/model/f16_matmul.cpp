@@ -11,6 +11,7 @@
 #include "fucina/core/error.hpp"
 #include "fucina/kernels/arch.hpp"
 #include "fucina/model/ggml_math.hpp"
+#include "fucina/model/one_row.hpp"
 
 #if FUCINA_ARCH_AVX512
 #include <immintrin.h>
@@ -439,7 +440,8 @@ void matmul_bf16(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int
     for (std::int64_t i = b; i < e; ++i) xb[static_cast<std::size_t>(i)] = float_to_bf16(x[i]);
   });
   // tinyBLAS for >= 2 rows when k % 32 == 0 and n_out % 4 == 0 (Note [ggml summation order]).
-  const GgmlOrder order = n_rows >= 2 && k % kBf16Pairs == 0 && n_out % 4 == 0 ? GgmlOrder::tiled : GgmlOrder::vec;
+  const bool tiles = n_rows >= 2 && k % kBf16Pairs == 0 && n_out % 4 == 0 && !one_row_arithmetic();
+  const GgmlOrder order = tiles ? GgmlOrder::tiled : GgmlOrder::vec;
   constexpr std::int64_t kCols = 4;
   const std::int64_t ob = (n_out + kCols - 1) / kCols;
   pool.parallel_for(ob, [&](std::int64_t t) {

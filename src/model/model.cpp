@@ -10,6 +10,7 @@
 #include "fucina/core/ops/index.hpp"
 #include "fucina/model/expert_store.hpp"
 #include "fucina/model/llama.hpp"
+#include "fucina/model/one_row.hpp"
 #include "fucina/model/qwen3_moe.hpp"
 
 namespace fucina::model {
@@ -121,6 +122,11 @@ Tensor<"seq", "vocab"> Model::forward_all(Context& ctx, KvCache& cache, std::spa
   auto x = run_layers(ctx, ids, Batch{pos, &cache, {}}, false);
   cache.advance(static_cast<std::int64_t>(ids.size()));
   return head(ctx, x);
+}
+
+Tensor<"seq", "vocab"> Model::forward_as_decode(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const {
+  OneRowArithmetic one_row;
+  return forward_all(ctx, cache, ids);
 }
 
 Tensor<"seq", "vocab"> Model::forward_batch(Context& ctx, PagedKvCache& cache, std::span<const SeqChunk> chunks) const {

@@ -7,6 +7,7 @@
 #include "fucina/kernels/arch.hpp"
 #include "fucina/kernels/gemm/sgemm.hpp"
 #include "fucina/model/f16_matmul.hpp"
+#include "fucina/model/one_row.hpp"
 #include "fucina/quant/fp16.hpp"
 #include "fucina/quant/vec_dot.hpp"
 
@@ -103,9 +104,10 @@ void matmul_quant(ThreadPool& pool, const float* x, std::int64_t n_rows, const Q
                        static_cast<std::int64_t>(w.row_bytes / sizeof(std::uint16_t)), w.rows, y);
   const auto& traits = quant::codec_traits(w.type);
   const quant::QuantType act_type = traits.vec_dot_type;
-  if (w.fast_prefill && n_rows >= kGemmFromRows) return matmul_quant_gemm(pool, x, n_rows, w, y, act_type);
+  const bool gemm = n_rows >= kGemmFromRows && !one_row_arithmetic();  // Note [One-row arithmetic]
+  if (w.fast_prefill && gemm) return matmul_quant_gemm(pool, x, n_rows, w, y, act_type);
   if (w.packed != nullptr) return matmul_packed(pool, x, n_rows, *w.packed, y);
-  if (w.type == quant::QuantType::Q4_0 && n_rows >= kGemmFromRows) return matmul_quant_gemm(pool, x, n_rows, w, y, act_type);
+  if (w.type == quant::QuantType::Q4_0 && gemm) return matmul_quant_gemm(pool, x, n_rows, w, y, act_type);
   const std::int64_t k = w.cols;
   const std::int64_t act_bytes = quant::row_bytes(act_type, k);
   const auto act = quantize_activations(pool, x, n_rows, k, act_type);

@@ -19,12 +19,6 @@ namespace {
 
 using Case = test::SynthCase;
 
-std::vector<std::int32_t> tokens(std::int64_t n, std::int64_t vocab, std::int32_t salt) {
-  std::vector<std::int32_t> t(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i)
-    t[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 37 + salt * 11 + 5) % vocab);
-  return t;
-}
 
 // One sequence of the schedule: its prompt runs as one chunk at step `start`, then one
 // token per step for `decode` steps. 70 rows take the tiled attention; 300 cached positions
@@ -37,8 +31,8 @@ constexpr std::int64_t kCtx = 512;
 
 // The chunk sequence i runs at step t (empty when it is not running).
 std::vector<std::int32_t> chunk_at(const Plan& p, std::size_t i, std::int64_t t, std::int64_t vocab) {
-  if (t == p.start) return tokens(p.prompt, vocab, static_cast<std::int32_t>(i));
-  if (t > p.start && t <= p.start + p.decode) return tokens(1, vocab, static_cast<std::int32_t>(100 * i + t));
+  if (t == p.start) return test::pattern_tokens(p.prompt, vocab, static_cast<std::int32_t>(i));
+  if (t > p.start && t <= p.start + p.decode) return test::pattern_tokens(1, vocab, static_cast<std::int32_t>(100 * i + t));
   return {};
 }
 
@@ -147,7 +141,7 @@ TEST(BatchForwardOne, AloneIsBitIdenticalToForward) {
   const auto path = test::make_synth_model({"q", test::small_spec("qwen3", 256, 4, 1, DType::f16)}, "batch_one");
   const auto m = model::Model::load(path);
   std::filesystem::remove(path);
-  const auto prompt = tokens(45, m.config().n_vocab, 7);
+  const auto prompt = test::pattern_tokens(45, m.config().n_vocab, 7);
   auto solo = m.new_cache(ctx, kCtx);
   auto paged = m.new_paged_cache(ctx, kCtx, kCtx);
   const auto s = paged.open();
@@ -165,7 +159,7 @@ TEST(BatchForwardFork, SharedPrefixContinuesAsASoloRun) {
   const auto path = test::make_synth_model({"l", test::small_spec("llama", 64, 4, 2, DType::f32)}, "batch_fork");
   const auto m = model::Model::load(path);
   std::filesystem::remove(path);
-  const auto prompt = tokens(40, m.config().n_vocab, 3);  // 32 + 8: one full block, one partial
+  const auto prompt = test::pattern_tokens(40, m.config().n_vocab, 3);  // 32 + 8: one full block, one partial
   auto paged = m.new_paged_cache(ctx, 4 * 32, kCtx);
   const auto a = paged.open();
   const model::Model::SeqChunk first{a, prompt};
@@ -198,7 +192,7 @@ TEST(BatchForwardErrors, BudgetContextAndDuplicatesAreClearErrors) {
   std::filesystem::remove(path);
   auto paged = m.new_paged_cache(ctx, 64, 48);
   const auto a = paged.open(), b = paged.open();
-  const auto p40 = tokens(40, m.config().n_vocab, 1), p50 = tokens(50, m.config().n_vocab, 2);
+  const auto p40 = test::pattern_tokens(40, m.config().n_vocab, 1), p50 = test::pattern_tokens(50, m.config().n_vocab, 2);
   const auto message = [&](std::span<const model::Model::SeqChunk> chunks) {
     try {
       m.forward_batch(ctx, paged, chunks);

@@ -26,6 +26,13 @@ std::vector<SynthCase> every_format_cases() {
   };
 }
 
+std::vector<std::int32_t> pattern_tokens(std::int64_t n, std::int64_t vocab, std::int32_t salt) {
+  std::vector<std::int32_t> t(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i)
+    t[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 37 + salt * 11 + 5) % vocab);
+  return t;
+}
+
 std::filesystem::path make_synth_model(const SynthCase& c, const std::string& tag) {
   const auto dir = std::filesystem::temp_directory_path();
   const std::string stem = "fucina_" + tag + "_" + c.name + "_" + std::to_string(::getpid());

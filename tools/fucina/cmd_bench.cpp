@@ -17,12 +17,19 @@
 // pp, tg, pl, n_kv = pl·(pp + tg), t_pp / t_tg / t in seconds, speed_pp = pl·pp / t_pp,
 // speed_tg = pl·tg / t_tg, speed = n_kv / t; times are means over -r repetitions after
 // one untimed warm-up run.
+//
+// Note [Speculative bench]: with --spec a tg test decodes its N tokens through
+// generate::Generator with speculative decoding (greedy, Note [Speculative decoding]) from
+// the same one random token; a random-weight model's greedy text soon loops, so the drafts
+// find it. Records add verify_steps and accepted_per_step (drafted tokens accepted per
+// verification).
 #include <fmt/core.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <utility>
 #include <string>
@@ -34,6 +41,7 @@
 #include "command.hpp"
 #include "fucina/core/rng.hpp"
 #include "fucina/model/expert_store.hpp"
+#include "fucina/generate/generator.hpp"
 #include "fucina/model/model.hpp"
 #include "fucina/quant/quantize_model.hpp"
 
@@ -57,6 +65,8 @@ constexpr std::string_view usage =
     "  -b, --batch N            prompt batch size (default 512)\n"
     "  --kv-type f16|f32|q8_0   KV cache element type (default f16; also -ctk/-ctv T)\n"
     "  --no-warmup              skip the untimed warm-up run\n"
+    "  --spec                   tg tests through speculative decoding (greedy); reports the\n"
+    "                           drafted tokens accepted per verification\n"
     "  --fast-prefill           quantized prompts through the f32 GEMM (not bit-exact)\n"
     "  --no-repack              use the weights in the mapped file as they are (no interleaved\n"
     "                           quantized layout, no huge-page copy)\n"
@@ -72,6 +82,7 @@ struct Options {
   int reps = 5;
   std::int64_t batch = 512;
   bool warmup = true, json = false;
+  bool spec = false;  // Note [Speculative bench]
   fucina::model::LoadOptions load;
   fucina::cli::KvFlags kv;
 };
@@ -92,6 +103,7 @@ Options parse(std::span<char* const> args) {
     else if (a == "-t" || a == "--threads") o.threads = parse_list<int>(a, value());
     else if (a == "-b" || a == "--batch") o.batch = parse_num<std::int64_t>(a, value());
     else if (a == "--no-warmup") o.warmup = false;
+    else if (a == "--spec") o.spec = true;
     else if (a == "--parallel") o.parallel = parse_list<std::int64_t>(a, value());
     else if (parse_load_flag(args, i, o.load)) {}  // --fast-prefill, --no-repack, --moe-*
     else if (a == "-o" || a == "--output") {
@@ -116,6 +128,8 @@ Options parse(std::span<char* const> args) {
     throw UsageError{"--parallel takes one -p and one -n (>= 1)"};
   if (!o.parallel.empty() && (o.n_depth.size() != 1 || o.n_depth[0] != 0))
     throw UsageError{"--parallel does not take -d (llama-batched-bench has no depth)"};
+  if (o.spec && !o.parallel.empty()) throw UsageError{"--spec measures one sequence; it does not combine with --parallel"};
+  if (o.spec && (o.n_depth.size() != 1 || o.n_depth[0] != 0)) throw UsageError{"--spec does not take -d"};
   for (int& t : o.threads) t = check_threads("--threads", t);
   if (o.threads.empty()) o.threads.push_back(0);
   return o;
@@ -128,6 +142,9 @@ struct Record {
   std::int64_t n_prompt = 0, n_gen = 0, n_depth = 0, n_batch = 0;
   std::vector<double> samples_ns, samples_ts;
   double avg_ts = 0, stddev_ts = 0;
+  bool spec = false;  // Note [Speculative bench]: summed over the timed repetitions
+  std::int64_t verify_steps = 0, accepted = 0;
+  double accepted_per_step() const { return verify_steps > 0 ? static_cast<double>(accepted) / static_cast<double>(verify_steps) : 0.0; }
 };
 
 // Mean and sample standard deviation of tokens/s over the repetitions.
@@ -172,6 +189,19 @@ double run_once(const fucina::model::Model& model, fucina::Context& ctx, const O
     }
   }
   return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One timed tg run of Note [Speculative bench]; returns nanoseconds, adds its counts to r.
+double run_spec_once(const fucina::model::Model& model, const fucina::tokenizer::Tokenizer& tok, fucina::Context& ctx,
+                     const Options& o, std::int64_t n_gen, std::uint64_t seed, Record* r) {
+  namespace gen = fucina::generate;
+  gen::Generator g(model, tok, ctx, {.n_ctx = n_gen + 1, .kv_type = o.kv.type, .sampling = {.temperature = 0.f}});
+  const auto t0 = std::chrono::steady_clock::now();
+  g.feed_prompt(random_ids(1, model.config().n_vocab, seed));
+  const auto result = g.generate({.max_tokens = n_gen, .ignore_eos = true});
+  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  if (r) r->verify_steps += result.timings.verify_steps, r->accepted += result.timings.accepted;
+  return ns;
 }
 
 struct BatchedRecord {
@@ -275,6 +305,7 @@ std::string file_type_name(const fucina::gguf::Reader& f) {
 std::string test_name(const Record& r) {
   std::string t = r.n_prompt > 0 ? fmt::format("pp{}", r.n_prompt) : fmt::format("tg{}", r.n_gen);
   if (r.n_depth > 0) t += fmt::format(" @ d{}", r.n_depth);
+  if (r.spec) t += fmt::format(" spec ({:.2f} accepted/step)", r.accepted_per_step());
   return t;
 }
 
@@ -307,6 +338,7 @@ void print_json(const std::vector<Record>& recs) {
                    {"stddev_ts", r.stddev_ts},
                    {"samples_ns", r.samples_ns},
                    {"samples_ts", r.samples_ts}});
+    if (r.spec) out.back().update({{"spec", true}, {"verify_steps", r.verify_steps}, {"accepted_per_step", r.accepted_per_step()}});
   }
   fmt::print("{}\n", out.dump(2));
 }
@@ -335,6 +367,8 @@ int bench_main(std::span<char* const> args) {
   for (const auto& path : o.models) {
     const auto model = fucina::model::Model::load(path, o.load);
     const auto& cfg = model.config();
+    const std::optional<fucina::tokenizer::Tokenizer> tok =
+        o.spec ? std::optional(fucina::tokenizer::Tokenizer(fucina::tokenizer::load_tokenizer_data(model.file()))) : std::nullopt;
     for (int threads : o.threads) {
       fucina::Context ctx({.threads = threads});
       if (!o.parallel.empty()) {
@@ -374,12 +408,19 @@ int bench_main(std::span<char* const> args) {
           r.n_gen = ng;
           r.n_depth = depth;
           r.n_batch = o.batch;
+          r.spec = o.spec && ng > 0;
           auto cache = model.new_cache(ctx, depth + np + ng, o.kv.type);
           if (depth > 0) (void)model.prefill(ctx, cache, random_ids(depth, cfg.n_vocab, 999), o.batch);
-          if (o.warmup) (void)run_once(model, ctx, o, cache, depth, np, ng, 0);
-          for (int rep = 0; rep < o.reps; ++rep)
-            r.samples_ns.push_back(run_once(model, ctx, o, cache, depth, np, ng, static_cast<std::uint64_t>(rep) + 1));
+          const auto once = [&, np = np, ng = ng](std::uint64_t seed, Record* counted) {  // (clang 14: no bindings in lambdas)
+            return r.spec ? run_spec_once(model, *tok, ctx, o, ng, seed, counted)
+                          : run_once(model, ctx, o, cache, depth, np, ng, seed);
+          };
+          if (o.warmup) (void)once(0, nullptr);
+          for (int rep = 0; rep < o.reps; ++rep) r.samples_ns.push_back(once(static_cast<std::uint64_t>(rep) + 1, &r));
           summarize(r);
+          if (r.spec)
+            fmt::print(stderr, "fucina bench: {} tg {} spec: {} verifications, {:.2f} drafted tokens accepted per verification\n",
+                       path, ng, r.verify_steps, r.accepted_per_step());
           fmt::print(stderr, "fucina bench: {} {}: {:.2f} ± {:.2f} t/s\n", path, test_name(r), r.avg_ts, r.stddev_ts);
           recs.push_back(std::move(r));
         }

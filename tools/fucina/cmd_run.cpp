@@ -68,6 +68,11 @@ constexpr std::string_view usage =
     "  -c, --ctx N              context length (default: the model's)\n"
     "  -b, --batch N            prompt batch size (default 512)\n"
     "  --kv-type f16|f32|q8_0   KV cache element type (default f16; also -ctk/-ctv T)\n"
+    "  --spec lookup|off        speculative decoding with drafts looked up in the context\n"
+    "                           (default lookup; lossless: the output is plain decoding's;\n"
+    "                           drafting pauses while the drafts miss)\n"
+    "  --draft-max N            drafted tokens per verification at most (default 16)\n"
+    "  --draft-min N            verify only drafts of at least N tokens (default 1)\n"
     "  --lora FILE              apply a LoRA adapter (llama.cpp's GGUF format), unmerged\n"
     "                           (repeatable)\n"
     "  --lora-scaled FILE S     apply an adapter with user scale S (repeatable)\n"
@@ -114,6 +119,7 @@ struct Options {
   bool have_seed = false;
   fucina::cli::KvFlags kv;
   fucina::sample::SamplerConfig sampling;
+  gen::SpeculativeOptions speculative;
   std::vector<std::string> stops;
   std::vector<std::pair<std::string, float>> loras;  // path, user scale (NaN: --lora-scale)
   float lora_scale = 1.f;
@@ -141,6 +147,12 @@ std::shared_ptr<const fucina::grammar::Grammar> constraint_grammar(const Options
   auto g = std::make_shared<const gr::Grammar>(gr::from_json_schema_text(o.constraint, &warnings));
   for (const auto& w : warnings) fmt::print(stderr, "fucina run: warning: JSON schema {}\n", w);
   return g;
+}
+
+bool parse_spec(const std::string& mode) {
+  if (mode == "lookup") return true;
+  if (mode == "off") return false;
+  throw UsageError{fmt::format("--spec must be lookup or off, not '{}'", mode)};
 }
 
 Options parse(std::span<char* const> args) {
@@ -189,6 +201,9 @@ Options parse(std::span<char* const> args) {
       if (o.parallel < 1) throw UsageError{fmt::format("--parallel must be at least 1, got {}", o.parallel)};
     }
     else if (a == "--jsonl") o.jsonl = true;
+    else if (a == "--spec") o.speculative.enabled = parse_spec(value());
+    else if (a == "--draft-max") o.speculative.draft_max = parse_num<std::int32_t>(a, value());
+    else if (a == "--draft-min") o.speculative.draft_min = parse_num<std::int32_t>(a, value());
     else if (parse_kv_flag(a, value, o.kv)) {  // --kv-type, -ctk, -ctv
     } else if (a.size() > 1 && a[0] == '-') throw UsageError{fmt::format("unknown option '{}' (see fucina run --help)", a)};
     else if (o.model.empty()) o.model = std::string(a);
@@ -202,6 +217,9 @@ Options parse(std::span<char* const> args) {
   if (o.parallel > 0 && (o.interactive || o.echo || !o.dump_logits.empty()))
     throw UsageError{"--parallel does not combine with -i, --echo or --dump-logits"};
   if (o.jsonl && o.parallel == 0) throw UsageError{"--jsonl needs --parallel N"};
+  if (o.speculative.draft_min < 1) throw UsageError{fmt::format("--draft-min must be at least 1, got {}", o.speculative.draft_min)};
+  if (o.speculative.draft_max < o.speculative.draft_min)
+    throw UsageError{fmt::format("--draft-max {} must be at least --draft-min {}", o.speculative.draft_max, o.speculative.draft_min)};
   return o;
 }
 
@@ -242,6 +260,9 @@ void print_speed(const gen::Result& g) {
              t.prompt_tokens, t.prompt_seconds * 1e3, per_second(t.prompt_tokens, t.prompt_seconds), t.gen_tokens,
              t.gen_seconds * 1e3, per_second(t.gen_tokens, t.gen_seconds), gen::to_string(g.reason));
   if (t.grammar_seconds > 0) fmt::print(stderr, "fucina run: grammar {:.1f} ms of the generation\n", t.grammar_seconds * 1e3);
+  if (t.verify_steps > 0)
+    fmt::print(stderr, "fucina run: speculative: {} verifications, {} of {} drafted tokens accepted ({:.2f} per verification)\n",
+               t.verify_steps, t.accepted, t.drafted, static_cast<double>(t.accepted) / static_cast<double>(t.verify_steps));
 }
 
 // Reads one user message from stdin: a line, continued while it ends with a backslash.
@@ -380,7 +401,8 @@ int run_main(std::span<char* const> args) {
   const std::int64_t n_ctx = o.ctx > 0 ? o.ctx : cfg.n_ctx_train;
   if (o.parallel > 0) return run_parallel(o, model, tok, ctx, n_ctx);
   // The cache first: a context too large for the machine is then the only line printed.
-  gen::Generator g(model, tok, ctx, {.n_ctx = n_ctx, .kv_type = o.kv.type, .n_batch = o.batch, .sampling = o.sampling});
+  gen::Generator g(model, tok, ctx,
+                   {.n_ctx = n_ctx, .kv_type = o.kv.type, .n_batch = o.batch, .sampling = o.sampling, .speculative = o.speculative});
   fmt::print(stderr, "fucina run: {} ({}, {} layers, embd {}, vocab {}), ctx {}, {} threads, seed {}, load {:.0f} ms\n",
              cfg.name.empty() ? o.model : cfg.name, fucina::model::arch_name(cfg.arch), cfg.n_layer, cfg.n_embd,
              cfg.n_vocab, n_ctx, ctx.threads(), o.sampling.seed, seconds_since(t_load) * 1e3);

@@ -27,6 +27,24 @@
 // So the last sampled token is not run when generation ends (nothing needs its logits yet):
 // the cache holds the prompt and every generated token but the last. generate() again
 // continues the text from it; feed_prompt() drops it (a chat's next render spells it anyway).
+//
+// Note [Speculative decoding]
+// Lossless, without a draft model. Before running the previous sampled token t, k tokens
+// d1..dk are drafted from the context (generate/draft.hpp; k from generate/draft_length.hpp,
+// cut to what the grammar allows, to the tokens max_tokens leaves and to the room in the
+// cache) and t, d1..dk run in one forward of k+1 rows: forward_as_decode(), whose row i is
+// bit for bit the logits plain decoding computes after d_i, and whose K/V are plain
+// decoding's (Note [One-row arithmetic]). Then the stream samples from row 0 exactly as
+// plain decoding would; while the token sampled from row i is d_{i+1}, row i+1 holds the
+// logits plain decoding would run for it, and the stream samples from it too. At the first
+// token that differs from the draft, the rows after it are dropped (KvCache::truncate) and
+// the token sampled becomes the next t. Every token is thus sampled by the same sampler
+// calls, from the same logits, as in plain decoding: greedy output is byte-identical, and so
+// is sampled output with the same seed (draw i stays draw i). This is the exact rule of
+// speculative sampling for a drafted token d, in its sample-then-compare form: d is
+// accepted with probability p(d) (p: the sampler's final distribution), and on rejection
+// the token is a draw from p with d removed and renormalised (p conditioned on not d).
+// Stop strings, EOS, cancellation and grammars act token by token as in plain decoding.
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -36,6 +54,8 @@
 #include <string_view>
 #include <vector>
 
+#include "fucina/generate/draft.hpp"
+#include "fucina/generate/draft_length.hpp"
 #include "fucina/grammar/grammar.hpp"
 #include "fucina/grammar/matcher.hpp"
 #include "fucina/grammar/vocabulary.hpp"
@@ -44,6 +64,8 @@
 #include "fucina/tokenizer/tokenizer.hpp"
 
 namespace fucina::generate {
+
+class TokenStream;
 
 enum class StopReason {
   Length,       // max_tokens generated
@@ -61,6 +83,7 @@ struct GeneratorOptions {
   model::KvType kv_type = model::KvType::f16;  // KV cache element type (f16 as llama.cpp, f32 or q8_0)
   std::int64_t n_batch = 512;  // prompt tokens per forward pass
   sample::SamplerConfig sampling{};
+  SpeculativeOptions speculative{};  // Note [Speculative decoding]
   // The token bytes grammars are matched against (grammar_vocabulary(tok)); unset: built on
   // the first request with a grammar. Generators of one tokenizer may share one.
   std::shared_ptr<const grammar::Vocabulary> vocabulary{};
@@ -113,6 +136,9 @@ struct Timings {
   double gen_seconds = 0;
   // Of gen_seconds: the grammar's work (checking, masking, the second draw), 0 without one.
   double grammar_seconds = 0;
+  // Speculative decoding: forwards that verified drafted tokens, the tokens they verified
+  // and those sampled as drafted.
+  std::int64_t verify_steps = 0, drafted = 0, accepted = 0;
 };
 
 struct Result {
@@ -150,6 +176,18 @@ class Generator {
   std::vector<float> logits_;
   tokenizer::TokenId unrun_ = tokenizer::null_token;  // sampled, not yet through the model
   Timings prompt_;  // of the last feed_prompt
+
+  // Note [Speculative decoding]: runs unrun_ and `drafted` in one forward and samples from
+  // the rows while they hold plain decoding's logits.
+  void verify(TokenStream& out, std::span<const tokenizer::TokenId> drafted, Timings& t);
+  // The tokens to verify with unrun_ (empty: a plain step).
+  std::vector<tokenizer::TokenId> draft_for(TokenStream& out);
+  // Records a sampled token: the context grew.
+  void sampled(tokenizer::TokenId token);
+  SpeculativeOptions speculative_;
+  NgramDrafter drafter_;  // over cached_ and unrun_
+  DraftLength length_;
+  tokenizer::TokenId shadow_ = tokenizer::null_token;  // the gate's free guess of the next token
 };
 
 }  // namespace fucina::generate

@@ -29,6 +29,11 @@ class TokenStream {
   // an end-of-generation token (Eos) or a stop string (StopString). Returns the token, or
   // null_token when the grammar is complete and allows no further token (Eos, nothing to run).
   tokenizer::TokenId push(sample::Sampler& sampler, std::span<const float> logits);
+  // Tokens push() may still sample before max_tokens.
+  std::int64_t remaining() const { return limit_ - static_cast<std::int64_t>(result_.tokens.size()); }
+  // How many leading tokens of `drafted` the request's grammar allows after the tokens so
+  // far (all of them without a grammar): the rest could never be sampled.
+  std::size_t allowed_prefix(std::span<const tokenizer::TokenId> drafted);
   // Ends generation for a reason the stream cannot see (ContextFull).
   void stop(StopReason reason);
   bool ended() const { return ended_; }

@@ -55,6 +55,9 @@ class Matcher {
   bool allows(TokenId id);
   // Consumes a token; false (state unchanged) when it is not allowed.
   bool accept_token(TokenId id);
+  // How many leading tokens of `ids` the grammar allows one after another from here (an
+  // end token ends them); consumes nothing.
+  std::size_t allowed_prefix(std::span<const TokenId> ids);
   // One bit per token id (bit i of word i/64): the tokens allowed next.
   std::span<const std::uint64_t> allowed();
   // Sets the logits of the tokens not allowed to -infinity; returns how many stay.

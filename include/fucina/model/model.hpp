@@ -58,6 +58,10 @@ class Model {
   Tensor<"vocab"> forward(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const;
   // Logits of every position of ids (teacher forcing, perplexity, parity work).
   Tensor<"seq", "vocab"> forward_all(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const;
+  // forward_all() where every row's logits and K/V are bit for bit those of forward() over
+  // that token alone, after the rows before it (Note [One-row arithmetic]): speculative
+  // verification.
+  Tensor<"seq", "vocab"> forward_as_decode(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const;
   Tensor<"vocab"> prefill(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids,
                           std::int64_t n_batch = 512) const;
 

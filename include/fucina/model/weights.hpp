@@ -14,6 +14,7 @@
 #include "fucina/model/backward.hpp"
 #include "fucina/model/config.hpp"
 #include "fucina/model/f16_matmul.hpp"
+#include "fucina/model/one_row.hpp"
 #include "fucina/model/quant_matmul.hpp"
 
 namespace fucina::model {
@@ -94,7 +95,8 @@ Tensor<R, Out> linear_ggml(Context& ctx, const Tensor<R, C>& xr, const RawTensor
   auto y = Tensor<R, Out>::empty(ctx, {n, n_out});
   // tinyBLAS only runs for >= 2 activation rows (llamafile_sgemm returns early for one:
   // decode, the output head) and only takes k % 16 == 0, rows % 4 == 0; else ggml_vec_dot.
-  const GgmlOrder order = n >= 2 && k % 16 == 0 && n_out % 4 == 0 ? tiled_order : GgmlOrder::vec;
+  const bool tiles = n >= 2 && k % 16 == 0 && n_out % 4 == 0 && !one_row_arithmetic();
+  const GgmlOrder order = tiles ? tiled_order : GgmlOrder::vec;
   if (wr.dtype == DType::f16)
     matmul_f16(ctx.pool(), xr.data().data(), n, k, wr.template data<Half>(), wr.strides[0], n_out,
                y.mutable_data().data(), order);

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Speculative decoding (Note [Speculative decoding]) side by side: fucina run --spec off,
+# fucina run --spec lookup and llama.cpp's llama-lookup (n-gram drafts from the context) on
+# the same prompts and model, runs interleaved so drift in machine load hits all alike.
+# Prints decode tokens/s per task and engine (mean over rounds), spec/plain, and the
+# acceptance counts.
+#
+#   bench/compare_spec.sh [-n 128] [-t 2] [--rounds 3] [--draft-max 16] MODEL.gguf
+#
+# Tasks. A random-weight model does not copy text it was shown the way a trained one does,
+# so the copy tasks are built from the model's own greedy output G (of a seed text S, 192
+# tokens), which a bench model made to follow mostly its last tokens reproduces when it meets
+# S again, with a few tokens changed by the longer context (small edits). docs/BENCHMARK.md
+# uses Qwen3-0.6B's shape with small matrix weights (the blocks perturb the embedding path
+# little), quantized:
+#   fucina synth bench.gguf --arch qwen3 --hidden 1024 --layers 28 --heads 16 --kv-heads 8 \
+#     --head-dim 128 --ffn 3072 --ctx 4096 --dtype f16 --std 0.002 --vocab ggml-vocab-qwen2.gguf
+#   fucina quantize bench.gguf bench-q4_k_m.gguf q4_k_m
+#   copy      S G S          greedy: re-emit the passage G given in the prompt
+#   continue  S G S G[:~1/2] greedy: continue a document where its text repeats (cut at a space)
+#   free      S              temperature 1, seed 42: text that does not repeat
+# Needs llama-lookup (LLAMA_LOOKUP=, default the peer build) and the fucina CLI (FUCINA=).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+FUCINA=${FUCINA:-$here/build/release/fucina}
+LLAMA_LOOKUP=${LLAMA_LOOKUP:-$HOME/.cache/fucina-peers/llama.cpp/build/bin/llama-lookup}
+PY=${PY:-/usr/bin/python3}
+
+n=128 threads=2 rounds=3 draft_max=16 model=
+while (($#)); do
+  case $1 in
+    -n) n=$2; shift 2 ;;
+    -t) threads=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --draft-max) draft_max=$2; shift 2 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -*) echo "compare_spec.sh: unknown option $1" >&2; exit 2 ;;
+    *) model=$1; shift ;;
+  esac
+done
+[[ -n $model && -f $model ]] || { echo "compare_spec.sh: give a model file (got '${model}')" >&2; exit 2; }
+[[ -x $FUCINA ]] || { echo "compare_spec.sh: $FUCINA not built (cmake --build build/release --target fucina)" >&2; exit 2; }
+[[ -x $LLAMA_LOOKUP ]] || { echo "compare_spec.sh: llama-lookup not found at $LLAMA_LOOKUP" >&2; exit 2; }
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+seed_text="The history of the city begins with a small settlement on the river, where traders"
+printf '%s' "$seed_text" >"$out/seed.txt"
+"$FUCINA" run "$model" -f "$out/seed.txt" -n 192 --temp 0 --spec off -t "$threads" >"$out/g.txt" 2>/dev/null
+"$PY" - "$out" <<'EOF'
+import sys, os
+d = sys.argv[1]
+s, g = open(f"{d}/seed.txt", "rb").read(), open(f"{d}/g.txt", "rb").read()  # a random model's text need not be UTF-8
+open(f"{d}/copy.txt", "wb").write(s + g + b"\n\n" + s)
+half = g.find(b" ", len(g) // 2)  # cut between words: a cut inside a character starts other tokens
+open(f"{d}/continue.txt", "wb").write(s + g + b"\n\n" + s + g[: half if half > 0 else len(g) // 2])
+open(f"{d}/free.txt", "wb").write(s)
+EOF
+
+# task -> sampling flags (the same for both engines)
+declare -A sampling=([copy]="--temp 0" [continue]="--temp 0" [free]="--temp 1 --top-k 40 --top-p 0.95 --min-p 0.05 --seed 42")
+for ((r = 0; r < rounds; ++r)); do
+  for task in copy continue free; do
+    for spec in off lookup; do
+      echo "== round $((r + 1))/$rounds $task fucina --spec $spec" >&2
+      # shellcheck disable=SC2086
+      "$FUCINA" run "$model" -f "$out/$task.txt" -n "$n" ${sampling[$task]} --spec "$spec" --draft-max "$draft_max" \
+        -t "$threads" --ignore-eos >"$out/f.$task.$spec.$r.out" 2>"$out/f.$task.$spec.$r.err"
+    done
+    echo "== round $((r + 1))/$rounds $task llama-lookup" >&2
+    # shellcheck disable=SC2086
+    "$LLAMA_LOOKUP" -m "$model" -f "$out/$task.txt" -n "$n" ${sampling[$task]} --spec-draft-n-max "$draft_max" \
+      -t "$threads" --ignore-eos >"$out/l.$task.$r.out" 2>"$out/l.$task.$r.err" </dev/null
+  done
+done
+
+"$PY" - "$out" "$rounds" <<'EOF'
+import re, statistics, sys
+d, rounds = sys.argv[1], int(sys.argv[2])
+def fucina(task, spec, r):
+    t = open(f"{d}/f.{task}.{spec}.{r}.err").read()
+    tps = float(re.search(r"generated \d+ tokens in [\d.]+ ms \(([\d.]+) tok/s\)", t).group(1))
+    m = re.search(r"speculative: (\d+) verifications, (\d+) of (\d+) drafted", t)
+    return tps, (m.group(2), m.group(3)) if m else ("0", "0")
+def lookup(task, r):
+    t = open(f"{d}/l.{task}.{r}.err").read()
+    tps = float(re.search(r"decoded\s+\d+ tokens in\s+[\d.]+ seconds, speed:\s+([\d.]+) t/s", t).group(1))
+    return tps, (re.search(r"n_accept\s+=\s+(\d+)", t).group(1), re.search(r"n_drafted\s+=\s+(\d+)", t).group(1))
+print("| task | fucina plain t/s | fucina spec t/s | spec/plain | accepted/drafted | llama-lookup t/s | accepted/drafted | fucina spec/llama-lookup |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for task in ("copy", "continue", "free"):
+    plain = statistics.mean(fucina(task, "off", r)[0] for r in range(rounds))
+    spec = statistics.mean(fucina(task, "lookup", r)[0] for r in range(rounds))
+    acc = fucina(task, "lookup", 0)[1]
+    ll = statistics.mean(lookup(task, r)[0] for r in range(rounds))
+    lacc = lookup(task, 0)[1]
+    print(f"| {task} | {plain:.2f} | {spec:.2f} | {spec / plain:.2f}x | {acc[0]}/{acc[1]} | {ll:.2f} | {lacc[0]}/{lacc[1]} | {spec / ll:.2f}x |")
+same = all(open(f"{d}/f.{t}.off.{r}.out", "rb").read() == open(f"{d}/f.{t}.lookup.{r}.out", "rb").read()
+           for t in ("copy", "continue", "free") for r in range(rounds))
+print(f"\nfucina --spec lookup output identical to --spec off on every task and round: {same}")
+EOF

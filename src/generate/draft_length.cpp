@@ -1,0 +1,37 @@
+#include "fucina/generate/draft_length.hpp"
+
+#include <algorithm>
+
+#include "fucina/core/error.hpp"
+
+namespace fucina::generate {
+
+namespace {
+// Weight of the newest comparison in the running average: about the last 10 count.
+constexpr double kAcceptWeight = 0.1;
+}  // namespace
+
+void validate(const SpeculativeOptions& o) {
+  FUCINA_CHECK(o.draft_min >= 1, InvalidArgument, "[speculative] draft-min {} must be at least 1", o.draft_min);
+  FUCINA_CHECK(o.draft_max >= o.draft_min, InvalidArgument, "[speculative] draft-max {} must be at least draft-min {}",
+               o.draft_max, o.draft_min);
+}
+
+DraftLength::DraftLength(const SpeculativeOptions& options) : options_(options) { validate(options_); }
+
+std::int32_t DraftLength::next() const {
+  std::int32_t best = 0;
+  double best_rate = kPays, tokens = 1, power = 1;
+  for (std::int32_t k = 1; k <= options_.draft_max; ++k) {
+    tokens += power *= accept_;
+    const double rate = tokens / (1 + kRowCost * k);
+    if (k >= options_.draft_min && rate > best_rate) best = k, best_rate = rate;
+  }
+  return best;
+}
+
+void DraftLength::record(std::int32_t compared, std::int32_t hits) {
+  for (std::int32_t i = 0; i < compared; ++i) accept_ += kAcceptWeight * ((i < hits ? 1.0 : 0.0) - accept_);
+}
+
+}  // namespace fucina::generate
