@@ -126,7 +126,7 @@ struct Pair {
 // The same request through plain decoding and speculative decoding, each from a fresh
 // Generator over the same prompt.
 Pair both(const model::Model& m, const tokenizer::Tokenizer& tok, Context& ctx, std::span<const TokenId> prompt,
-          const Request& request, sample::SamplerConfig sampling, DType kv = DType::f16, std::int64_t n_ctx = 1024) {
+          const Request& request, sample::SamplerConfig sampling, model::KvType kv = model::KvType::f16, std::int64_t n_ctx = 1024) {
   Pair p;
   for (const bool spec : {false, true}) {
     Generator g(m, tok, ctx, {.n_ctx = n_ctx, .kv_type = kv, .sampling = sampling, .speculative = {.enabled = spec}});
@@ -157,12 +157,12 @@ TEST_P(SpeculativeFormats, GreedyIsPlainDecodingByteForByte) {
   std::filesystem::remove(path);
   const tokenizer::Tokenizer tok(tokenizer::load_tokenizer_data(m.file()));
   std::int64_t verified = 0, accepted = 0;
-  for (const DType kv : {DType::f16, DType::f32}) {
+  for (const model::KvType kv : {model::KvType::f16, model::KvType::f32}) {
     // A 1024 context: past 256 cached positions the one-row forward splits (Note [split decode]).
     Generator plain(m, tok, ctx, {.n_ctx = 1024, .kv_type = kv, .sampling = kGreedy, .speculative = {.enabled = false}});
     const auto prompt = copy_prompt(plain, tok.encode("The quick brown fox jumps over the lazy dog.", {.add_special = true}), 140);
     const Pair p = both(m, tok, ctx, prompt, {.max_tokens = 160}, kGreedy, kv);
-    expect_same(p, fmt::format("{}, {} KV", c.name, dtype_name(kv)));
+    expect_same(p, fmt::format("{}, {} KV", c.name, model::kv_type_name(kv)));
     verified += p.spec.timings.verify_steps;
     accepted += p.spec.timings.accepted;
     EXPECT_EQ(p.plain.timings.verify_steps, 0);
@@ -312,7 +312,7 @@ TEST_F(SpeculativeTiny, ContextFullAndMaxTokensStopWherePlainDecodingStops) {
   Generator plain(*model_, *tok_, ctx_, {.sampling = greedy(), .speculative = {.enabled = false}});
   const auto prompt = copy_prompt(plain, ids("one two three four five"), 60);
   const auto n_ctx = static_cast<std::int64_t>(prompt.size()) + 23;
-  const Pair full = both(*model_, *tok_, ctx_, prompt, {.max_tokens = -1, .ignore_eos = true}, greedy(), DType::f16, n_ctx);
+  const Pair full = both(*model_, *tok_, ctx_, prompt, {.max_tokens = -1, .ignore_eos = true}, greedy(), model::KvType::f16, n_ctx);
   expect_same(full, "context full");
   EXPECT_EQ(full.spec.reason, generate::StopReason::ContextFull);
   for (const std::int64_t n : {1, 2, 7, 33}) expect_same(both(*model_, *tok_, ctx_, prompt, {.max_tokens = n}, greedy()), fmt::format("max {}", n));

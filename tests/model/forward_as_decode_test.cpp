@@ -33,7 +33,7 @@ TEST_P(ForwardAsDecode, EveryRowIsItsOneTokenForward) {
   std::filesystem::remove(path);
   const std::int64_t vocab = m.config().n_vocab;
   constexpr std::int64_t kCtx = 1024, kRows = 17;  // 17 rows: past the quantized GEMM's 16
-  for (const DType kv : {DType::f16, DType::f32}) {
+  for (const model::KvType kv : {model::KvType::f16, model::KvType::f32}) {
     for (const std::int64_t prompt_len : {5, 300}) {  // 300 cached: the one-row forward splits
       const auto prompt = test::pattern_tokens(prompt_len, vocab, 1), drafted = test::pattern_tokens(kRows, vocab, 2);
       const std::int32_t after[1] = {7};
@@ -45,11 +45,11 @@ TEST_P(ForwardAsDecode, EveryRowIsItsOneTokenForward) {
       for (std::int64_t r = 0; r < kRows; ++r) {
         const auto want = m.forward(ctx, solo, std::span(drafted).subspan(static_cast<std::size_t>(r), 1)).to_vector();
         const std::vector<float> got(rows.begin() + r * vocab, rows.begin() + (r + 1) * vocab);
-        ASSERT_EQ(got, want) << c.name << " " << load_name << ", " << dtype_name(kv) << " KV, prompt " << prompt_len
+        ASSERT_EQ(got, want) << c.name << " " << load_name << ", " << model::kv_type_name(kv) << " KV, prompt " << prompt_len
                              << ": row " << r;
       }
       EXPECT_EQ(m.forward(ctx, spec, after).to_vector(), m.forward(ctx, solo, after).to_vector())
-          << c.name << " " << load_name << ", " << dtype_name(kv) << " KV, prompt " << prompt_len << ": the K/V left behind";
+          << c.name << " " << load_name << ", " << model::kv_type_name(kv) << " KV, prompt " << prompt_len << ": the K/V left behind";
     }
   }
 }
