@@ -108,7 +108,14 @@ TEST_F(SynthCli, HelpAndRunWithoutModelPointToSynth) {
   const CliResult h = fucina("synth --help");
   EXPECT_EQ(h.status, 0);
   EXPECT_NE(h.output.find("--kv-heads"), std::string::npos) << h.output;
-  const CliResult r = fucina("run");
+  // With no model and no default model (a copy of the binary away from the tree, Note [Default
+  // model lookup]), `fucina run` points at synth.
+  const auto lone = dir_ / "bin" / "fucina";
+  std::filesystem::create_directories(lone.parent_path());
+  std::filesystem::copy_file(cli_, lone);
+  const CliResult r = run_cli("(unset FUCINA_MODEL; '" + lone.string() + "' run)");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("no default model found"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("fucina synth"), std::string::npos) << r.output;
 }
 

@@ -8,7 +8,7 @@ namespace fucina::quant {
 namespace {
 
 TEST(QuantizeGoldensAll, SyntheticModelsMatchLlamaQuantizeForEveryType) {
-  EXPECT_EQ(test::check_synthetic_goldens([](const test::QuantizeGolden&) { return true; }), 2 * 29);
+  EXPECT_EQ(test::check_synthetic_goldens([](const test::QuantizeGolden&) { return true; }), 2 * 31);
 }
 
 }  // namespace
