@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -78,6 +79,8 @@ struct ExpertStore::Impl {
   std::vector<Slot> slots;
   std::unordered_map<std::int64_t, std::size_t> index;  // key -> slot
   double freq_weight = 1;
+  std::size_t hot_slots = 0;                       // a quarter of the slots
+  mutable std::vector<std::uint64_t> use_counts;  // victim's scratch
 
   mutable std::mutex m;
   std::condition_variable cv;
@@ -104,16 +107,32 @@ struct ExpertStore::Impl {
   }
 
   // The slot to reuse: empty first, then the lowest priority among unpinned ready slots
-  // (those last used before `not_after` only, for the prefetcher); -1 when none.
+  // (those last used before `not_after` only, for the prefetcher), hot slots last; -1 when
+  // none. Hot (Note [Streamed experts]): more uses than the hot_slots-th most used ready
+  // slot, and at least 2, so fewer than hot_slots slots are hot and a cold one is preferred.
   std::int64_t victim(std::uint64_t not_after) const {
+    std::uint64_t hot_above = ~std::uint64_t{0};
+    if (hot_slots > 0) {
+      use_counts.clear();
+      for (const Slot& s : slots)
+        if (s.state == SlotState::ready) use_counts.push_back(s.uses);
+      if (use_counts.size() >= hot_slots) {
+        const auto kth = use_counts.begin() + static_cast<std::ptrdiff_t>(hot_slots - 1);
+        std::nth_element(use_counts.begin(), kth, use_counts.end(), std::greater<>());
+        hot_above = std::max<std::uint64_t>(*kth, 1);
+      }
+    }
     std::int64_t best = -1;
     double best_p = 0;
+    bool best_hot = true;
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const Slot& s = slots[i];
       if (s.state == SlotState::empty) return static_cast<std::int64_t>(i);
       if (s.state != SlotState::ready || s.refs > 0 || s.last_use >= not_after) continue;
+      const bool hot = s.uses > hot_above;
       const double p = static_cast<double>(s.last_use) + freq_weight * std::log2(1.0 + static_cast<double>(s.uses));
-      if (best < 0 || p < best_p) best = static_cast<std::int64_t>(i), best_p = p;
+      if (best < 0 || (best_hot && !hot) || (hot == best_hot && p < best_p))
+        best = static_cast<std::int64_t>(i), best_p = p, best_hot = hot;
     }
     return best;
   }
@@ -281,6 +300,7 @@ ExpertStore::ExpertStore(const std::filesystem::path& path, const gguf::Reader& 
     s.slots[i].handle = {&s, i};
   }
   s.freq_weight = static_cast<double>(s.slots.size()) / 4;
+  s.hot_slots = s.slots.size() / 4;
   s.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   FUCINA_CHECK(s.fd >= 0, Io, "[moe-stream] cannot open '{}': {}", path.string(), std::strerror(errno));
   if (options.moe_direct_io) s.direct_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);  // -1: buffered reads

@@ -128,6 +128,30 @@ TEST_P(MoeStream, LogitsAreTheResidentOnesBitForBit) {
 INSTANTIATE_TEST_SUITE_P(EveryFormat, MoeStream, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// Note [Streamed experts] hot experts: one used three times survives 250 fetches of cold
+// experts (the frequency term alone would keep it for 4 of an 8-slot cache's fetches), while a
+// cold expert is evicted.
+TEST(MoeStreamCache, HotExpertsArePinned) {
+  const auto path = test::make_synth_model({"f32", moe_spec(DType::f32)}, "moe_stream_hot");
+  model::LoadOptions o;
+  o.moe_stream = true, o.moe_prefetch = false, o.moe_cache_bytes = 8 * (expert_bytes(path) + 3 * 8192);
+  const auto m = model::Model::load(path, o);
+  model::ExpertStore& store = *m.weights().layers.front().expert_store;
+  ASSERT_EQ(store.stats().slots, 8);
+  const std::int64_t n_expert = m.config().n_expert, keys = m.config().n_layer * n_expert;
+  ASSERT_GT(keys, 32);
+  const auto fetch = [&](std::int64_t key) { (void)store.fetch(key / n_expert, key % n_expert); };
+  for (int i = 0; i < 3; ++i) fetch(0);
+  for (int round = 0; round < 4; ++round)
+    for (std::int64_t k = 1; k < keys; ++k) fetch(k);
+  const auto before = store.stats();
+  fetch(0);
+  EXPECT_EQ(store.stats().hits, before.hits + 1) << "the hot expert was evicted";
+  fetch(1);
+  EXPECT_EQ(store.stats().misses, before.misses + 1) << "a cold expert stayed";
+  std::filesystem::remove(path);
+}
+
 class MoeStreamErrors : public test::TempDirTest {
  protected:
   MoeStreamErrors() : TempDirTest("moe_stream") {}

@@ -13,7 +13,11 @@
 // dropped from it with posix_fadvise(DONTNEED), or bypasses it (moe_direct_io: O_DIRECT into
 // 4 KiB-aligned buffers). Eviction: among slots not in use, the lowest
 // last_use + freq_weight·log2(1 + uses) (LRU with a frequency term: an expert used often
-// outlives a once-used one by freq_weight fetches per doubling). A slot is pinned while an
+// outlives a once-used one by freq_weight fetches per doubling). Hot experts are pinned: a
+// slot with more uses (since it was read) than the (slots/4)-th most used one, and at least
+// 2, is evicted only when no other slot can be, so the most used quarter of the cache
+// survives any run of cold experts however long (the frequency term alone delays that by
+// freq_weight·log2 fetches). A slot is also pinned while an
 // ExpertFfn (or a weight copied from one) refers to it and while it is being read; a cache of
 // one slot works (moe_ffn holds one expert at a time), only slower. Prefetch: moe_ffn hands
 // the store, once per layer, the experts the layer is about to fetch and the ones the next
