@@ -2,6 +2,8 @@
 //   stream/read          the machine's read bandwidth (the tg roofline), GB/s
 //   gemv/<type>          one activation row x a ~96 MiB weight matrix (decode), GB/s of weights
 //   .../packed           the same through the interleaved VNNI kernels (quant/packed.hpp)
+//   batch8/<type>        8 activation rows x the gemv matrix (8-stream batched decode): GB/s
+//                        of weights, GFLOP/s; the weights are read once for all 8 rows
 //   gemm/<type>          512 activation rows x a 1024 x 3072 weight (prefill), GFLOP/s;
 //                        the roofline is gemm/f32 (the f32 micro-kernel the decoded weights feed)
 //   attention/decode     flash attention of 1 query over 512 cached f16 positions, 16 heads x 128
@@ -104,6 +106,22 @@ void bench_gemv(benchmark::State& state, QuantType t, bool packed) {
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(w.bytes.size()));
 }
 
+void bench_batch8(benchmark::State& state, QuantType t, bool packed) {
+  const std::int64_t m = 8, cols = 8192, row_bytes = quant::row_bytes(t, cols);
+  const std::int64_t rows = ((std::int64_t{96} << 20) / row_bytes + 15) / 16 * 16;
+  const Matrix w(t, rows, cols, packed);
+  const auto x = noise(m * w.cols, 7);
+  std::vector<float> y(static_cast<std::size_t>(m * w.rows));
+  for (auto _ : state) {
+    w.multiply(x.data(), m, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(w.bytes.size()));
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m * w.rows * w.cols),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+
 void bench_gemm(benchmark::State& state, QuantType t, bool packed) {
   const std::int64_t m = 512;
   const Matrix w(t, 3072, 1024, packed);
@@ -153,6 +171,7 @@ const int kRegistered = [] {
       if (packed && !(quant::packed_fast_arm_compiled() && quant::packable(t, 1024))) continue;
       const std::string name = std::string(quant::codec_traits(t).name) + (packed ? "/packed" : "");
       benchmark::RegisterBenchmark(("gemv/" + name).c_str(), bench_gemv, t, packed)->UseRealTime()->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(("batch8/" + name).c_str(), bench_batch8, t, packed)->UseRealTime()->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(("gemm/" + name).c_str(), bench_gemm, t, packed)->UseRealTime()->Unit(benchmark::kMillisecond);
     }
   }
