@@ -5,7 +5,6 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
-#include <cstdlib>
 #include <utility>
 #include <vector>
 
@@ -202,8 +201,8 @@ void tile_tiled(const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, 
     // A few rows' weights come from DRAM with little compute to hide the latency (and six
     // short row streams the hardware prefetcher trains on poorly): fetch each row's bytes
     // kTileStreamAhead ahead, one line per 64 bytes. 8 rows x 151936 x 512 f16, one thread
-    // (CPU time, best of 40): 34 GFLOP/s without, 63-89 at 4 KiB, 144-154 at 8 KiB, 133-145
-    // at 16 KiB; at k = 3072, 8 KiB gives 127-131 and 32 KiB 140.
+    // (CPU time, best of 40, loaded machine): 47-61 GFLOP/s with no distance, 63-89 at 4 KiB,
+    // 144-154 at 8 KiB, 133-145 at 16 KiB; at k = 3072, 8 KiB gives 127-131, 32 KiB 140.
     if ((p * static_cast<std::int64_t>(sizeof(W))) % 64 == 0) {
 #pragma GCC unroll 8
       for (int j = 0; j < RN; ++j) _mm_prefetch(reinterpret_cast<const char*>(w + j * ldw + p) + kTileStreamAhead, _MM_HINT_NTA);
