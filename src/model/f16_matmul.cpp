@@ -193,9 +193,12 @@ void tile_tiled(const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, 
   // Accumulator i * RN + j, padded to whole groups of 16 for the fold. The loops over i and j
   // are unrolled by pragma: left to itself GCC 12 kept the accumulators in a stack array
   // and stored all 24 on every step (24 stores per 24 FMAs: half the kernel's speed).
+  // The padding is zeroed only at the fold: zeroing the padded array up front compiled to a
+  // 2 KiB memset call per tile (12% of an 8-client serve profile).
   constexpr int kN = RM * RN, kGroups = (kN + 15) / 16;
-  __m512 acc[kGroups * 16];
-  for (int a = 0; a < kGroups * 16; ++a) acc[a] = _mm512_setzero_ps();
+  __m512 acc[kN];
+#pragma GCC unroll 24
+  for (int a = 0; a < kN; ++a) acc[a] = _mm512_setzero_ps();
   for (std::int64_t p = 0; p < k; p += 16) {
     __m512 b[RN];
     // A few rows' weights come from DRAM with little compute to hide the latency (and six
@@ -218,8 +221,12 @@ void tile_tiled(const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, 
     }
   }
   // Fold 16 accumulators at a time, vectorized with fold16's exact pairings.
+  __m512 padded[kGroups * 16];
+#pragma GCC unroll 24
+  for (int a = 0; a < kN; ++a) padded[a] = acc[a];
+  for (int a = kN; a < kGroups * 16; ++a) padded[a] = _mm512_setzero_ps();
   alignas(64) float sums[kGroups * 16];
-  for (int g = 0; g < kGroups; ++g) fold16x16(acc + 16 * g, sums + 16 * g);
+  for (int g = 0; g < kGroups; ++g) fold16x16(padded + 16 * g, sums + 16 * g);
   for (int i = 0; i < RM; ++i) std::memcpy(y + i * ldy, sums + i * RN, sizeof(float) * RN);
 }
 
