@@ -58,6 +58,7 @@ open(f"{d}/continue.txt", "wb").write(s + g + b"\n\n" + s + g[: half if half > 0
 open(f"{d}/free.txt", "wb").write(s)
 EOF
 
+echo "load before: $(uptime)"  # the machine may be shared: the load is part of the result
 # task -> sampling flags (the same for both engines)
 declare -A sampling=([copy]="--temp 0" [continue]="--temp 0" [free]="--temp 1 --top-k 40 --top-p 0.95 --min-p 0.05 --seed 42")
 for ((r = 0; r < rounds; ++r)); do
@@ -75,6 +76,7 @@ for ((r = 0; r < rounds; ++r)); do
   done
 done
 
+echo "load after:  $(uptime)"
 "$PY" - "$out" "$rounds" <<'EOF'
 import re, statistics, sys
 d, rounds = sys.argv[1], int(sys.argv[2])

@@ -38,6 +38,9 @@ class Speculator {
   // the drafted ones; counts the step in t.
   Verified verify(TokenStream& out, sample::Sampler& sampler, std::span<const float> rows,
                   std::span<const tokenizer::TokenId> drafted, Timings& t);
+  // A forward of this sequence alone, of `rows` rows, took `seconds` (Note [Draft length]).
+  void timed(std::int64_t rows, double seconds) { length_.timed(rows, seconds); }
+  double row_cost() const { return length_.row_cost(); }
 
  private:
   SpeculativeOptions options_;
