@@ -104,17 +104,23 @@ def fucina(task, spec, r):
     m = re.search(r"speculative: (\d+) verifications, (\d+) of (\d+) drafted", t)
     return tps, (m.group(2), m.group(3)) if m else ("0", "0")
 def lookup(task, r):
-    t = open(f"{d}/l.{task}.{r}.err").read()
-    tps = float(re.search(r"decoded\s+\d+ tokens in\s+[\d.]+ seconds, speed:\s+([\d.]+) t/s", t).group(1))
-    return tps, (re.search(r"n_accept\s+=\s+(\d+)", t).group(1), re.search(r"n_drafted\s+=\s+(\d+)", t).group(1))
+    t = open(f"{d}/l.{task}.{r}.err", errors="replace").read()
+    m = re.search(r"decoded\s+\d+ tokens in\s+[\d.]+ seconds, speed:\s+([\d.]+) t/s", t)
+    if not m:  # a failed run: its log kept, the round left out
+        keep = f"/tmp/compare_spec.l.{task}.{r}.err"
+        open(keep, "w").write(t)
+        print(f"llama-lookup {task} round {r + 1}: no speed line (log: {keep})")
+        return None
+    return float(m.group(1)), (re.search(r"n_accept\s+=\s+(\d+)", t).group(1), re.search(r"n_drafted\s+=\s+(\d+)", t).group(1))
 print("| task | fucina plain t/s | fucina spec t/s | spec/plain | accepted/drafted | llama-lookup t/s | accepted/drafted | fucina spec/llama-lookup |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for task in tasks:
     plain = statistics.mean(fucina(task, "off", r)[0] for r in range(rounds))
     spec = statistics.mean(fucina(task, "lookup", r)[0] for r in range(rounds))
     acc = fucina(task, "lookup", 0)[1]
-    ll = statistics.mean(lookup(task, r)[0] for r in range(rounds))
-    lacc = lookup(task, 0)[1]
+    runs = [x for x in (lookup(task, r) for r in range(rounds)) if x]
+    ll = statistics.mean(x[0] for x in runs) if runs else float("nan")
+    lacc = runs[0][1] if runs else ("-", "-")
     print(f"| {task} | {plain:.2f} | {spec:.2f} | {spec / plain:.2f}x | {acc[0]}/{acc[1]} | {ll:.2f} | {lacc[0]}/{lacc[1]} | {spec / ll:.2f}x |")
 same = all(open(f"{d}/f.{t}.off.{r}.out", "rb").read() == open(f"{d}/f.{t}.lookup.{r}.out", "rb").read()
            for t in tasks for r in range(rounds))
