@@ -253,13 +253,14 @@ bool BatchGenerator::step() {
       model::OneRowArithmetic one_row;
       const auto t0 = clock_type::now();
       run_forward(decode);
-      // Note [Draft length]: the decode forward's time by its rows; a one-row forward (a
-      // sequence alone, plain) is the unit, so a row's cost is measured only when that occurs.
+      // Note [Draft length]: the decode forward's time by its rows, against a plain step's
+      // one row per decoding sequence.
       std::int64_t rows = 0;
       for (const auto& c : decode.chunks) rows += static_cast<std::int64_t>(c.ids.size());
       const double seconds = seconds_between(t0, clock_type::now());
+      const auto plain = static_cast<std::int64_t>(decode.chunks.size());
       for (const std::size_t r : decode.owners)
-        if (seqs_[r].spec) seqs_[r].spec->timed(rows, seconds);
+        if (seqs_[r].spec) seqs_[r].spec->timed(plain, rows, seconds);
     }
     run_forward(prompts);
   }

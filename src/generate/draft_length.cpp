@@ -34,13 +34,14 @@ void DraftLength::record(std::int32_t compared, std::int32_t hits) {
   for (std::int32_t i = 0; i < compared; ++i) accept_ += kAcceptWeight * ((i < hits ? 1.0 : 0.0) - accept_);
 }
 
-void DraftLength::timed(std::int64_t rows, double seconds) {
-  if (rows == 1) {
+void DraftLength::timed(std::int64_t plain_rows, std::int64_t rows, double seconds) {
+  if (rows <= plain_rows) {
     plain_seconds_ = plain_seconds_ == 0 ? seconds : plain_seconds_ + kAcceptWeight * (seconds - plain_seconds_);
     return;
   }
-  if (plain_seconds_ == 0 || rows < 2) return;
-  const double c = std::clamp((seconds / plain_seconds_ - 1) / static_cast<double>(rows - 1), kMinRowCost, kMaxRowCost);
+  if (plain_seconds_ == 0) return;
+  const double c =
+      std::clamp((seconds / plain_seconds_ - 1) / static_cast<double>(rows - plain_rows), kMinRowCost, kMaxRowCost);
   row_cost_ += kAcceptWeight * (c - row_cost_);
 }
 

@@ -100,7 +100,7 @@ Result Generator::generate(const Request& request) {
       const tokenizer::TokenId one[1] = {unrun_};
       const auto t1 = clock_type::now();
       logits_ = model_.forward(ctx_, cache_, one).to_vector();
-      spec_.timed(1, seconds_since(t1));
+      spec_.timed(1, 1, seconds_since(t1));
       cached_.push_back(unrun_);
     }
     if (const auto next = out.push(sampler_, logits_); next != tokenizer::null_token) sampled(next);
@@ -124,7 +124,7 @@ void Generator::verify(TokenStream& out, std::span<const tokenizer::TokenId> dra
   const std::int64_t n0 = cache_.size();
   const auto t0 = clock_type::now();
   const auto rows = model_.forward_as_decode(ctx_, cache_, ids).to_vector();
-  spec_.timed(static_cast<std::int64_t>(ids.size()), seconds_since(t0));
+  spec_.timed(1, static_cast<std::int64_t>(ids.size()), seconds_since(t0));
   const auto v = spec_.verify(out, sampler_, rows, drafted, t);
   if (v.last != tokenizer::null_token) unrun_ = v.last;
   cache_.truncate(n0 + static_cast<std::int64_t>(v.rows));

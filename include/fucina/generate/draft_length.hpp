@@ -8,10 +8,12 @@
 // tokens and costs one forward of k+1 rows, about 1 + c·k times a one-row forward's time.
 // c depends on the model and the machine: a large model is memory-bound (the rows share
 // each weight read: c = 0.1 on Qwen3-0.6B Q4_K_M, kRowCost, the start value), a model
-// small enough to sit in the caches is compute-bound (each row costs ~0.3 of a plain step,
-// the 8.4M default model in f16). So when the caller times its forwards (timed()), c
-// follows the measured ratio, a running average kept within [kMinRowCost, kMaxRowCost]
-// (at the top the gate still opens for drafts that are nearly always right). k is the value
+// small enough to sit in the caches is compute-bound (each row costs ~0.3-0.5 of a plain
+// step, the 8.4M default model). So when the caller times its forwards (timed()), c follows
+// the measured ratio: the extra time of a verifying forward over a plain one, per extra
+// row (in a batch, the plain forward has a row per decoding sequence, and each sequence
+// weighs its drafts by that shared cost), a running average kept within [kMinRowCost,
+// kMaxRowCost] (at the top the gate still opens for drafts that are nearly always right). k is the value
 // in [draft_min, draft_max] that maximises tokens per unit of time; when even that is below
 // kPays (the cost gate), the step runs plain (k = 0), so text the drafts do not predict
 // costs only the lookups. a is a running average over the comparisons (drafted token vs
@@ -44,8 +46,9 @@ class DraftLength {
   std::int32_t next() const;
   // `compared` drafted tokens met sampled ones (up to and with the first miss), `hits` equal.
   void record(std::int32_t compared, std::int32_t hits);
-  // A forward of `rows` rows (1: a plain step) took `seconds`.
-  void timed(std::int64_t rows, double seconds);
+  // A forward of `rows` rows took `seconds`; a plain step would have run `plain_rows` (1
+  // alone; in a batch, one per decoding sequence).
+  void timed(std::int64_t plain_rows, std::int64_t rows, double seconds);
   double acceptance() const { return accept_; }
   double row_cost() const { return row_cost_; }
 
@@ -53,7 +56,7 @@ class DraftLength {
   SpeculativeOptions options_;
   double accept_ = 0.5;
   double row_cost_ = kRowCost;
-  double plain_seconds_ = 0;  // running average of a plain step's time (0: none yet)
+  double plain_seconds_ = 0;  // running average of a plain forward's time (0: none yet)
 };
 
 }  // namespace fucina::generate

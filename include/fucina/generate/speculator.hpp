@@ -38,8 +38,8 @@ class Speculator {
   // the drafted ones; counts the step in t.
   Verified verify(TokenStream& out, sample::Sampler& sampler, std::span<const float> rows,
                   std::span<const tokenizer::TokenId> drafted, Timings& t);
-  // A forward of this sequence alone, of `rows` rows, took `seconds` (Note [Draft length]).
-  void timed(std::int64_t rows, double seconds) { length_.timed(rows, seconds); }
+  // A forward of `rows` rows took `seconds`, where a plain step runs `plain_rows` (Note [Draft length]).
+  void timed(std::int64_t plain_rows, std::int64_t rows, double seconds) { length_.timed(plain_rows, rows, seconds); }
   double row_cost() const { return length_.row_cost(); }
 
  private:
