@@ -86,6 +86,28 @@ TEST(DraftLength, FollowsTheAcceptanceRateAndGatesWhenItIsLow) {
   EXPECT_EQ(capped.next(), 3);
 }
 
+// Note [Draft length]: the row cost follows the forwards' times (given here, not measured):
+// rows that cost half a plain step each make drafts of a ~50% acceptance rate not pay, and
+// shorten those of a high one; in a batch the plain step has a row per sequence.
+TEST(DraftLength, TheRowCostFollowsTheTimedForwards) {
+  DraftLength cheap({.draft_max = 16, .draft_min = 1}), dear({.draft_max = 16, .draft_min = 1});
+  for (int i = 0; i < 60; ++i) {
+    cheap.record(2, 1), dear.record(2, 1);      // a ~ 0.5
+    dear.timed(1, 1, 1e-3), dear.timed(1, 9, 5e-3);  // 8 extra rows: 4 plain steps more
+  }
+  EXPECT_NEAR(cheap.row_cost(), DraftLength::kRowCost, 1e-12) << "untimed: the start value";
+  EXPECT_NEAR(dear.row_cost(), 0.5, 0.01);
+  EXPECT_GE(cheap.next(), 1);
+  EXPECT_EQ(dear.next(), 0) << "rows at half a step do not pay at a ~ 0.5";
+  for (int i = 0; i < 60; ++i) cheap.record(10, 9), dear.record(10, 9);  // a ~ 0.9
+  EXPECT_GE(dear.next(), 1);
+  EXPECT_LE(dear.next(), 6);
+  EXPECT_GT(cheap.next(), dear.next() + 2);
+  DraftLength batch({.draft_max = 16, .draft_min = 1});
+  for (int i = 0; i < 60; ++i) batch.timed(4, 4, 2e-3), batch.timed(4, 12, 3e-3);  // 8 extra rows: half a step more
+  EXPECT_NEAR(batch.row_cost(), 0.0625, 0.005);
+}
+
 TEST(DraftLength, BadLengthsAreClearErrors) {
   EXPECT_THROW(DraftLength({.draft_max = 4, .draft_min = 0}), Error);
   EXPECT_THROW(DraftLength({.draft_max = 2, .draft_min = 3}), Error);
