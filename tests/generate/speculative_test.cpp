@@ -12,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -171,15 +172,25 @@ void expect_same(const Pair& p, const std::string& what) {
 
 const sample::SamplerConfig kGreedy{.temperature = 0.f};
 
-class SpeculativeFormats : public ::testing::TestWithParam<test::SynthCase> {};
+// The case's synth model, loaded.
+class SpeculativeFormats : public ::testing::TestWithParam<test::SynthCase> {
+ protected:
+  void SetUp() override {
+    const auto path = test::make_synth_model(GetParam(), "spec");
+    model_.emplace(model::Model::load(path));
+    std::filesystem::remove(path);
+    tok_.emplace(tokenizer::load_tokenizer_data(model_->file()));
+  }
+  Context ctx_{{.threads = 2}};
+  std::optional<model::Model> model_;
+  std::optional<tokenizer::Tokenizer> tok_;
+};
 
 TEST_P(SpeculativeFormats, GreedyIsPlainDecodingByteForByte) {
   const auto& c = GetParam();
-  Context ctx({.threads = 2});
-  const auto path = test::make_synth_model(c, "spec");
-  const auto m = model::Model::load(path);
-  std::filesystem::remove(path);
-  const tokenizer::Tokenizer tok(tokenizer::load_tokenizer_data(m.file()));
+  const model::Model& m = *model_;
+  const tokenizer::Tokenizer& tok = *tok_;
+  Context& ctx = ctx_;
   std::int64_t verified = 0, accepted = 0;
   for (const model::KvType kv : {model::KvType::f16, model::KvType::f32}) {
     // A 1024 context: past 256 cached positions the one-row forward splits (Note [split decode]).
@@ -388,11 +399,9 @@ std::vector<Result> run_batch(const model::Model& m, const tokenizer::Tokenizer&
 // prefill, whose logits may move in the last bits: Note [Continuous batching].)
 TEST_P(SpeculativeFormats, BatchedGreedyIsSoloPlainDecoding) {
   const auto& tc = GetParam();
-  Context ctx({.threads = 2});
-  const auto path = test::make_synth_model(tc, "spec-batch");
-  const auto m = model::Model::load(path);
-  std::filesystem::remove(path);
-  const tokenizer::Tokenizer tok(tokenizer::load_tokenizer_data(m.file()));
+  const model::Model& m = *model_;
+  const tokenizer::Tokenizer& tok = *tok_;
+  Context& ctx = ctx_;
   const BatchCase c = copy_batch(m, tok, ctx);
   std::int64_t verified = 0, accepted = 0;
   for (const model::KvType kv : {model::KvType::f16, model::KvType::f32}) {
