@@ -253,6 +253,11 @@ def suite_concurrency():
     together (generated tokens per engine step); then streams left mid-way: their sequences
     end and every KV block is free again."""
     model = q8_model("tiny-q8.gguf")
+    for flags, want in ((["--spec", "maybe"], "--spec must be lookup or off, not 'maybe'"),
+                        (["--draft-max", "2", "--draft-min", "3"], "--draft-max 2 must be at least --draft-min 3"),
+                        (["--draft-min", "0"], "--draft-min must be at least 1, got 0")):
+        r = subprocess.run([FUCINA, "serve", model, "--port", "0", *flags], capture_output=True, text=True, timeout=30)
+        check(r.returncode == 2 and r.stderr == f"fucina serve: {want}\n", f"serve {flags}: {r.returncode} {r.stderr!r}")
     s = Server(model, "-c", "1024", "--parallel", "8", "--max-queue", "32")
     try:
         prompts = [f"request {i}: " + "xyz"[i % 3] * (i % 7) for i in range(32)]
