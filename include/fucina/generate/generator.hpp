@@ -29,7 +29,8 @@
 // continues the text from it; feed_prompt() drops it (a chat's next render spells it anyway).
 //
 // Note [Speculative decoding]
-// Lossless, without a draft model. Before running the previous sampled token t, k tokens
+// Lossless, without a draft model (one sequence's state: generate/speculator.hpp; batches:
+// Note [Speculative batches]). Before running the previous sampled token t, k tokens
 // d1..dk are drafted from the context (generate/draft.hpp; k from generate/draft_length.hpp,
 // cut to what the grammar allows, to the tokens max_tokens leaves and to the room in the
 // cache) and t, d1..dk run in one forward of k+1 rows: forward_as_decode(), whose row i is
