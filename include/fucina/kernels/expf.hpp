@@ -11,11 +11,11 @@
 //   kd = fma(InvLn2N, x, Shift); r = fma(InvLn2N, x, -(kd - Shift));
 //   y = fma(fma(C0, r, C1), r·r, fma(C2, r, 1)) · s;   s = T[k % 32] + (k << 47)
 // Double arithmetic is deterministic, so the same operations in the same order, lane by
-// lane, give the same floats. |x| >= 88 and NaN take glibc's special cases: -inf -> 0,
-// NaN -> x + x, above log(2^128) -> inf, below log(2^-150) -> 0, below log(2^-149) -> the
-// least subnormal (glibc's __math_may_uflowf); the rest of that range the main path. errno is
-// not set. tests/kernels/expf_test.cpp compares every arm with the running libm bit for bit.
-// The scalar twin is libm itself.
+// lane, give the same floats. Lanes with |x| >= 88 or NaN, where glibc branches to its
+// special cases (overflow, underflow, -inf, NaN; rare in a softmax: its first key's
+// exp(-inf), far-off scores), are handed to libm itself. tests/kernels/expf_test.cpp and
+// expf_slow_test.cpp compare every arm with the running libm bit for bit. The scalar twin
+// is libm.
 #include <cmath>
 #include <cstdint>
 
@@ -42,9 +42,13 @@ inline constexpr double kInvLn2N = 0x1.71547652b82fep+5;  // 32 / ln 2
 inline constexpr double kShift = 0x1.8p+52;
 inline constexpr double kC0 = 0x1.c6af84b912394p-20, kC1 = 0x1.ebfce50fac4f3p-13, kC2 = 0x1.62e42ff0c52d6p-6;
 inline constexpr std::uint32_t kSpecialAbs = 0x42b00000;  // |x| >= 88 (glibc's top12 test) or NaN
-inline constexpr float kOverflow = 0x1.62e42ep6f;         // x above: inf
-inline constexpr float kUnderflow = -0x1.9fe368p6f;       // x below: 0
-inline constexpr float kMayUnderflow = -0x1.9d1d9ep6f;    // x below: the least subnormal
+
+// The lanes of y marked in `special` (bit i: lane i) recomputed by libm from x.
+template <int N>
+void libm_lanes(const float* x, float* y, unsigned special) {
+  for (int i = 0; i < N; ++i)
+    if (special >> i & 1u) y[i] = std::exp(x[i]);
+}
 }  // namespace expf_detail
 
 // y[i] = expf(x[i]) for i < n (x and y may be the same array). The scalar twin.
@@ -54,7 +58,7 @@ inline void expf_glibc(arch::scalar, const float* x, float* y, std::int64_t n) {
 
 #if FUCINA_ARCH_AVX2
 namespace expf_detail {
-// The main path for 4 lanes (any |x| < 88 exactly as glibc; others are replaced).
+// glibc's main path for 4 lanes (exact for |x| < 88; the other lanes are redone by libm).
 inline __m128 main_path4(__m128 x) {
   const __m256d xd = _mm256_cvtps_pd(x);
   const __m256d inv = _mm256_set1_pd(kInvLn2N), shift = _mm256_set1_pd(kShift);
@@ -74,17 +78,16 @@ inline __m128 main_path4(__m128 x) {
 // glibc's expf on 8 lanes.
 inline __m256 expf_glibc8(__m256 x) {
   using namespace expf_detail;
-  __m256 y = _mm256_set_m128(main_path4(_mm256_extractf128_ps(x, 1)), main_path4(_mm256_castps256_ps128(x)));
+  const __m256 y = _mm256_set_m128(main_path4(_mm256_extractf128_ps(x, 1)), main_path4(_mm256_castps256_ps128(x)));
   const __m256i abs = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff));
   const __m256i special = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(static_cast<int>(kSpecialAbs) - 1));
-  if (_mm256_testz_si256(special, special)) return y;
-  auto where = [&](__m256 mask, __m256 value) { y = _mm256_blendv_ps(y, value, mask); };
-  where(_mm256_cmp_ps(x, _mm256_set1_ps(kMayUnderflow), _CMP_LT_OQ), _mm256_set1_ps(0x1p-149f));
-  where(_mm256_cmp_ps(x, _mm256_set1_ps(kUnderflow), _CMP_LT_OQ), _mm256_setzero_ps());
-  where(_mm256_cmp_ps(x, _mm256_set1_ps(kOverflow), _CMP_GT_OQ), _mm256_set1_ps(INFINITY));
-  where(_mm256_castsi256_ps(_mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f7fffff))), _mm256_add_ps(x, x));
-  where(_mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ), _mm256_setzero_ps());
-  return y;
+  const auto mask = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(special)));
+  if (mask == 0) return y;
+  alignas(32) float xs[8], ys[8];
+  _mm256_store_ps(xs, x);
+  _mm256_store_ps(ys, y);
+  libm_lanes<8>(xs, ys, mask);
+  return _mm256_load_ps(ys);
 }
 
 inline void expf_glibc(arch::avx2, const float* x, float* y, std::int64_t n) {
@@ -96,7 +99,7 @@ inline void expf_glibc(arch::avx2, const float* x, float* y, std::int64_t n) {
 
 #if FUCINA_ARCH_AVX512
 namespace expf_detail {
-// The main path for 8 lanes (any |x| < 88 exactly as glibc; others are replaced).
+// glibc's main path for 8 lanes (exact for |x| < 88; the other lanes are redone by libm).
 inline __m256 main_path8(__m256 x) {
   const __m512d xd = _mm512_cvtps_pd(x);
   const __m512d inv = _mm512_set1_pd(kInvLn2N), shift = _mm512_set1_pd(kShift);
@@ -120,16 +123,15 @@ inline __m256 main_path8(__m256 x) {
 inline __m512 expf_glibc16(__m512 x) {
   using namespace expf_detail;
   const __m512 lo = _mm512_castps256_ps512(main_path8(_mm512_castps512_ps256(x)));
-  __m512 y = _mm512_insertf32x8(lo, main_path8(_mm512_extractf32x8_ps(x, 1)), 1);
+  const __m512 y = _mm512_insertf32x8(lo, main_path8(_mm512_extractf32x8_ps(x, 1)), 1);
   const __m512i abs = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff));
-  if (_mm512_cmpge_epu32_mask(abs, _mm512_set1_epi32(kSpecialAbs)) == 0) return y;
-  auto where = [&](__mmask16 mask, __m512 value) { y = _mm512_mask_mov_ps(y, mask, value); };
-  where(_mm512_cmp_ps_mask(x, _mm512_set1_ps(kMayUnderflow), _CMP_LT_OQ), _mm512_set1_ps(0x1p-149f));
-  where(_mm512_cmp_ps_mask(x, _mm512_set1_ps(kUnderflow), _CMP_LT_OQ), _mm512_setzero_ps());
-  where(_mm512_cmp_ps_mask(x, _mm512_set1_ps(kOverflow), _CMP_GT_OQ), _mm512_set1_ps(INFINITY));
-  where(_mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7f7fffff)), _mm512_add_ps(x, x));
-  where(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ), _mm512_setzero_ps());
-  return y;
+  const __mmask16 special = _mm512_cmpge_epu32_mask(abs, _mm512_set1_epi32(kSpecialAbs));
+  if (special == 0) return y;
+  alignas(64) float xs[16], ys[16];
+  _mm512_store_ps(xs, x);
+  _mm512_store_ps(ys, y);
+  libm_lanes<16>(xs, ys, special);
+  return _mm512_load_ps(ys);
 }
 
 inline void expf_glibc(arch::avx512, const float* x, float* y, std::int64_t n) {
