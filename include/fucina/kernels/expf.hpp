@@ -44,10 +44,11 @@ inline constexpr double kC0 = 0x1.c6af84b912394p-20, kC1 = 0x1.ebfce50fac4f3p-13
 inline constexpr std::uint32_t kSpecialAbs = 0x42b00000;  // |x| >= 88 (glibc's top12 test) or NaN
 
 // The lanes of y marked in `special` (bit i: lane i) recomputed by libm from x.
-template <int N>
-void libm_lanes(const float* x, float* y, unsigned special) {
-  for (int i = 0; i < N; ++i)
-    if (special >> i & 1u) y[i] = std::exp(x[i]);
+inline void libm_lanes(const float* x, float* y, unsigned special) {
+  for (; special != 0; special &= special - 1) {
+    const int i = __builtin_ctz(special);
+    y[i] = std::exp(x[i]);
+  }
 }
 }  // namespace expf_detail
 
@@ -73,26 +74,25 @@ inline __m128 main_path4(__m128 x) {
   const __m256d y = _mm256_fmadd_pd(r, _mm256_set1_pd(kC2), _mm256_set1_pd(1.0));
   return _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_fmadd_pd(z, r2, y), _mm256_castsi256_pd(t)));
 }
-}  // namespace expf_detail
 
-// glibc's expf on 8 lanes.
-inline __m256 expf_glibc8(__m256 x) {
-  using namespace expf_detail;
-  const __m256 y = _mm256_set_m128(main_path4(_mm256_extractf128_ps(x, 1)), main_path4(_mm256_castps256_ps128(x)));
+// glibc's main path on 8 lanes, and the mask of lanes libm must redo.
+inline __m256 main_path(__m256 x, unsigned& special) {
   const __m256i abs = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff));
-  const __m256i special = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(static_cast<int>(kSpecialAbs) - 1));
-  const auto mask = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(special)));
-  if (mask == 0) return y;
-  alignas(32) float xs[8], ys[8];
-  _mm256_store_ps(xs, x);
-  _mm256_store_ps(ys, y);
-  libm_lanes<8>(xs, ys, mask);
-  return _mm256_load_ps(ys);
+  const __m256i big = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(static_cast<int>(kSpecialAbs) - 1));
+  special = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(big)));
+  return _mm256_set_m128(main_path4(_mm256_extractf128_ps(x, 1)), main_path4(_mm256_castps256_ps128(x)));
 }
+}  // namespace expf_detail
 
 inline void expf_glibc(arch::avx2, const float* x, float* y, std::int64_t n) {
   std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, expf_glibc8(_mm256_loadu_ps(x + i)));
+  for (; i + 8 <= n; i += 8) {
+    alignas(32) float xs[8];  // x's lanes kept for libm (y may be x)
+    unsigned special = 0;
+    const __m256 xv = _mm256_loadu_ps(x + i);
+    _mm256_storeu_ps(y + i, expf_detail::main_path(xv, special));
+    if (special != 0) _mm256_store_ps(xs, xv), expf_detail::libm_lanes(xs, y + i, special);
+  }
   expf_glibc(arch::scalar{}, x + i, y + i, n - i);
 }
 #endif
@@ -117,29 +117,24 @@ inline __m256 main_path8(__m256 x) {
   const __m512d y = _mm512_fmadd_pd(r, _mm512_set1_pd(kC2), _mm512_set1_pd(1.0));
   return _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_fmadd_pd(z, r2, y), _mm512_castsi512_pd(t)));
 }
+
+// glibc's main path on 16 lanes, and the mask of lanes libm must redo.
+inline __m512 main_path(__m512 x, unsigned& special) {
+  const __m512i abs = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff));
+  special = _mm512_cmpge_epu32_mask(abs, _mm512_set1_epi32(kSpecialAbs));
+  const __m512 lo = _mm512_castps256_ps512(main_path8(_mm512_castps512_ps256(x)));
+  return _mm512_insertf32x8(lo, main_path8(_mm512_extractf32x8_ps(x, 1)), 1);
+}
 }  // namespace expf_detail
 
-// glibc's expf on 16 lanes.
-inline __m512 expf_glibc16(__m512 x) {
-  using namespace expf_detail;
-  const __m512 lo = _mm512_castps256_ps512(main_path8(_mm512_castps512_ps256(x)));
-  const __m512 y = _mm512_insertf32x8(lo, main_path8(_mm512_extractf32x8_ps(x, 1)), 1);
-  const __m512i abs = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff));
-  const __mmask16 special = _mm512_cmpge_epu32_mask(abs, _mm512_set1_epi32(kSpecialAbs));
-  if (special == 0) return y;
-  alignas(64) float xs[16], ys[16];
-  _mm512_store_ps(xs, x);
-  _mm512_store_ps(ys, y);
-  libm_lanes<16>(xs, ys, special);
-  return _mm512_load_ps(ys);
-}
-
 inline void expf_glibc(arch::avx512, const float* x, float* y, std::int64_t n) {
-  std::int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, expf_glibc16(_mm512_loadu_ps(x + i)));
-  if (i < n) {
-    const auto tail = static_cast<__mmask16>((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(y + i, tail, expf_glibc16(_mm512_maskz_loadu_ps(tail, x + i)));
+  for (std::int64_t i = 0; i < n; i += 16) {
+    alignas(64) float xs[16];  // x's lanes kept for libm (y may be x)
+    unsigned special = 0;
+    const auto lanes = static_cast<__mmask16>(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
+    const __m512 xv = _mm512_maskz_loadu_ps(lanes, x + i);
+    _mm512_mask_storeu_ps(y + i, lanes, expf_detail::main_path(xv, special));
+    if ((special &= lanes) != 0) _mm512_store_ps(xs, xv), expf_detail::libm_lanes(xs, y + i, special);
   }
 }
 #endif
