@@ -71,7 +71,8 @@ TYPED_TEST(ExpfGlibc, SweepOverAllBitPatterns) {
 TYPED_TEST(ExpfGlibc, EveryLengthAndInPlace) {
   for (int n = 0; n <= 40; ++n) {
     std::vector<float> x(static_cast<std::size_t>(n)), y(x.size());
-    for (int i = 0; i < n; ++i) x[static_cast<std::size_t>(i)] = -0.37f * static_cast<float>(i) + 1.5f;
+    for (int i = 0; i < n; ++i)  // every 7th lane one of glibc's special cases (libm redoes it)
+      x[static_cast<std::size_t>(i)] = i % 7 == 3 ? -100.f - static_cast<float>(i) : -0.37f * static_cast<float>(i) + 1.5f;
     expf_glibc(TypeParam{}, x.data(), y.data(), n);
     for (int i = 0; i < n; ++i) EXPECT_EQ(bits(y[static_cast<std::size_t>(i)]), bits(expf(x[static_cast<std::size_t>(i)])));
     expf_glibc(TypeParam{}, x.data(), x.data(), n);
