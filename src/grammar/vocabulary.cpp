@@ -1,9 +1,9 @@
 #include "fucina/grammar/vocabulary.hpp"
 
 #include <algorithm>
-#include <numeric>
 
 #include "fucina/core/error.hpp"
+#include "fucina/grammar/utf8_prefix.hpp"
 
 namespace fucina::grammar {
 
@@ -14,15 +14,15 @@ Vocabulary::Vocabulary(const std::vector<std::string>& pieces, const std::vector
   std::vector<TokenId> order;
   for (std::size_t i = 0; i < size_; ++i) {
     if (is_end[i]) end_tokens_.push_back(static_cast<TokenId>(i));
-    else if (!pieces[i].empty()) order.push_back(static_cast<TokenId>(i));
+    if (is_end[i] || pieces[i].empty()) outside_trie_.push_back(static_cast<TokenId>(i));
+    else order.push_back(static_cast<TokenId>(i));
   }
   std::stable_sort(order.begin(), order.end(), [&](TokenId a, TokenId b) {
     return pieces[static_cast<std::size_t>(a)] < pieces[static_cast<std::size_t>(b)];
   });
   // Sorted pieces give the trie in preorder: each piece opens the nodes past its common
   // prefix with the previous one; `path` holds the node of each depth on the current path.
-  byte_ = {0};
-  depth_ = {0};
+  nodes_ = {Node{}};
   std::vector<std::uint32_t> path = {0};
   std::vector<std::uint32_t> owner;  // the node each token of `order` ends at
   std::string_view prev;
@@ -33,25 +33,46 @@ Vocabulary::Vocabulary(const std::vector<std::string>& pieces, const std::vector
         std::mismatch(prev.begin(), prev.end(), p.begin(), p.end()).first - prev.begin());
     path.resize(common + 1);
     for (std::size_t d = common; d < p.size(); ++d) {
-      path.push_back(static_cast<std::uint32_t>(byte_.size()));
-      byte_.push_back(static_cast<std::uint8_t>(p[d]));
-      depth_.push_back(static_cast<std::uint16_t>(d + 1));
+      path.push_back(static_cast<std::uint32_t>(nodes_.size()));
+      nodes_.push_back({.below = {}, .depth = static_cast<std::uint16_t>(d + 1), .byte = static_cast<std::uint8_t>(p[d])});
     }
     owner.push_back(path.back());
     max_depth_ = std::max(max_depth_, p.size());
     prev = p;
   }
+  const auto n = static_cast<std::uint32_t>(nodes_.size());
   // Subtree ends: a node's subtree runs until the next node no deeper than it.
-  end_.assign(byte_.size(), static_cast<std::uint32_t>(byte_.size()));
-  std::vector<std::uint32_t> open;
-  for (std::uint32_t i = 0; i < byte_.size(); ++i) {
-    while (!open.empty() && depth_[open.back()] >= depth_[i]) end_[open.back()] = i, open.pop_back();
+  std::vector<std::uint32_t> open, parent(n, 0);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    while (!open.empty() && nodes_[open.back()].depth >= nodes_[i].depth) nodes_[open.back()].end = i, open.pop_back();
+    if (!open.empty()) parent[i] = open.back();
     open.push_back(i);
   }
-  // Tokens grouped by node (order is already by node, nodes being in preorder).
-  tok_begin_.assign(byte_.size() + 1, 0);
-  for (const std::uint32_t n : owner) ++tok_begin_[n + 1];
-  std::partial_sum(tok_begin_.begin(), tok_begin_.end(), tok_begin_.begin());
+  for (const std::uint32_t i : open) nodes_[i].end = n;
+  // Subtree summaries, children before parents (reverse preorder); `children_ok[i]`: the
+  // phases from which every child's paths are valid (all of them for a leaf).
+  std::vector<std::uint8_t> children_ok(n, 0xFF);
+  for (std::uint32_t i = n; i-- > 1;) {
+    Subtree& s = nodes_[i].below;
+    const std::uint8_t b = nodes_[i].byte;
+    if (b < 0x80) s.ascii[b >> 5] |= std::uint32_t{1} << (b & 31);
+    else s.non_ascii = true;
+    ++s.height;
+    for (int p = 0; p < utf8_phases; ++p) {
+      const Utf8Phase next = next_utf8_phase(static_cast<Utf8Phase>(p), b);
+      if (next != Utf8Phase::Invalid && ((children_ok[i] >> static_cast<int>(next)) & 1)) s.utf8_ok |= 1u << p;
+    }
+    Subtree& up = nodes_[parent[i]].below;
+    for (int w = 0; w < 4; ++w) up.ascii[w] |= s.ascii[w];
+    up.non_ascii |= s.non_ascii;
+    up.height = std::max(up.height, s.height);
+    children_ok[parent[i]] &= s.utf8_ok;
+  }
+  // Tokens grouped by node (order is already by node, nodes being in preorder); the record
+  // past the last node closes the last node's range.
+  nodes_.push_back({});
+  for (const std::uint32_t i : owner) ++nodes_[i + 1].first_token;
+  for (std::size_t i = 1; i < nodes_.size(); ++i) nodes_[i].first_token += nodes_[i - 1].first_token;
   tokens_ = std::move(order);
 }
 

@@ -26,6 +26,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fucina/grammar/grammar.hpp"
@@ -71,6 +72,7 @@ class Matcher {
   std::shared_ptr<const Vocabulary> vocab_;
   std::unique_ptr<ByteAutomaton> automaton_;
   std::int32_t state_ = 0;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> runs_;  // allowed(): allowed runs of the trie order
 };
 
 }  // namespace fucina::grammar
