@@ -129,6 +129,7 @@ class Automaton {
   struct Loop {
     std::array<std::uint64_t, 2> ascii{};  // the group's ASCII characters
     bool non_ascii = false;                // it holds every code point beyond ASCII too
+    bool refuses_controls = false;         // no stack holds a control character (Vocabulary::is_control)
     std::int32_t next = 0;                 // the set each of them leads to; 0: no group
     // Any valid UTF-8 of at most `depth` bytes over the group is allowed; `exact`: no more
     // (else a lower bound, measured only as far as asked).
@@ -144,7 +145,8 @@ class Automaton {
 
   // The set's loop depth, measured far enough to tell whether it is at least `need`: follow
   // the chain set -> next -> ... while each group is within the next's, so that a string
-  // over the first group stays allowed one character per set. depth = 1 + the next's depth
+  // over the first group stays allowed one character per set (and, if the first refuses
+  // control characters, each set on the way does too). depth = 1 + the next's depth
   // (0 without a group); a cycle allows any length.
   std::uint16_t loop_depth(std::int32_t set, std::size_t need) {
     constexpr std::uint32_t unbounded = std::numeric_limits<std::uint16_t>::max();
@@ -171,7 +173,8 @@ class Automaton {
         break;
       }
       const Loop n = grouped(l.next);
-      const bool within = (l.ascii[0] & ~n.ascii[0]) == 0 && (l.ascii[1] & ~n.ascii[1]) == 0 && (!l.non_ascii || n.non_ascii);
+      const bool within = (l.ascii[0] & ~n.ascii[0]) == 0 && (l.ascii[1] & ~n.ascii[1]) == 0 &&
+                          (!l.non_ascii || n.non_ascii) && (!l.refuses_controls || n.refuses_controls);
       if (!within) break;
       cur = l.next;
     }
@@ -280,8 +283,13 @@ class Automaton {
         if (blocks[k].stacks != 0 && size > best) best = size, group = blocks[k].stacks;
       }
       if (group != 0) {
-        for (std::size_t k = 0; k < n; ++k)
+        std::array<std::uint64_t, 2> refused{};
+        for (std::size_t k = 0; k < n; ++k) {
           if (blocks[k].stacks == group) l.ascii = blocks[k].chars;
+          if (blocks[k].stacks == 0) refused = blocks[k].chars;
+        }
+        constexpr std::array<std::uint64_t, 2> controls = {0xFFFFFFFFull, std::uint64_t{1} << 63};  // 00..1F, 7F
+        l.refuses_controls = (controls[0] & ~refused[0]) == 0 && (controls[1] & ~refused[1]) == 0;
         l.non_ascii = beyond;
         l.next = step_matching(set, group);
         for (char32_t c = 0; c < 128; ++c)  // their steps, known now
@@ -433,19 +441,30 @@ class ByteAutomaton {
     return s.pending > 0 || sets_.has_stacks(s.set);
   }
 
-  // Whether every token of the trie subtree `below` is allowed from state `id` (Note
-  // [Loops]): its bytes are all in the set's group, a valid UTF-8 continuation from where
-  // the state stands in a character, and no deeper than the group stays allowed.
-  bool allows_whole(std::int32_t id, const Subtree& below) {
+  // What state `id` makes of the trie subtree of `node` without visiting it (Note [Loops]):
+  // Whole, every token allowed: its bytes are all in the set's group, a valid UTF-8
+  // continuation from where the state stands in a character, and no deeper than the group
+  // stays allowed. AboveControls: the same holds for the subtree cut at control characters,
+  // and the group's sets refuse them, so exactly the tokens below its first control bytes
+  // are refused. Walk: visit the node.
+  enum class Skip { Walk, Whole, AboveControls };
+  Skip skip(std::int32_t id, const Vocabulary& v, std::size_t node) {
     if (static_cast<std::size_t>(id) >= reach_.size()) reach_.resize(states_.size());
     Reach& r = reach_[static_cast<std::size_t>(id)];
     if (r.phase == 0) r = reach(id);
-    if (!(below.utf8_ok & r.phase) || !below.bytes_within(r.ascii, r.non_ascii)) return false;
-    if (below.height > r.depth && !r.exact) {
-      r.depth = sets_.loop_depth(r.set, below.height);
-      r.exact = sets_.loop(r.set).exact;
-    }
-    return below.height <= r.depth;
+    const auto reaches = [&](const Subtree& t, std::size_t need) {
+      if (!(t.utf8_ok & r.phase) || !t.bytes_within(r.ascii, r.non_ascii)) return false;
+      if (need > r.depth && !r.exact) {
+        r.depth = sets_.loop_depth(r.set, need);
+        r.exact = sets_.loop(r.set).exact;
+      }
+      return need <= r.depth;
+    };
+    if (reaches(v.below(node), v.below(node).height)) return Skip::Whole;
+    // A control byte comes after at most `height` bytes: in a set of the chain (one short of
+    // the depth), which refuses it.
+    if (r.refuses_controls && reaches(v.above_controls(node), v.above_controls(node).height + 1u)) return Skip::AboveControls;
+    return Skip::Walk;
   }
 
   std::vector<std::uint64_t>* cached_mask(std::int32_t id) {
@@ -565,14 +584,14 @@ class ByteAutomaton {
     std::int32_t set;
     std::uint16_t depth;
     std::uint8_t phase;  // 1 << Utf8Phase; 0: not filled yet
-    bool non_ascii, exact;
+    bool non_ascii, exact, refuses_controls;
   };
   // Also fills the steps of a state between characters over the group's ASCII characters.
   Reach reach(std::int32_t id) {
     const State s = states_[static_cast<std::size_t>(id)];
     const auto& loop = sets_.loop(s.set);
-    const Reach r{loop.ascii, s.set, loop.depth, static_cast<std::uint8_t>(1u << static_cast<int>(phase(s))), loop.non_ascii,
-                  loop.exact};
+    const Reach r{loop.ascii,     s.set,      loop.depth, static_cast<std::uint8_t>(1u << static_cast<int>(phase(s))),
+                  loop.non_ascii, loop.exact, loop.refuses_controls};
     if (s.pending == 0 && loop.next != 0) {
       const std::int32_t next = intern(State{.set = loop.next});
       for (std::size_t c = 0; c < 128; ++c)
@@ -660,10 +679,20 @@ std::span<const std::uint64_t> Matcher::allowed() {
     else runs_.emplace_back(begin, end);
   };
   for (std::size_t node = 1; node < v.nodes();) {
+    __builtin_prefetch(&v.below(v.subtree_end(node)));  // where a skip lands
     const std::size_t d = v.depth(node);
     // (A small subtree is cheaper to walk than to ask about.)
-    if (v.subtree_end(node) - node >= min_skipped && a.allows_whole(at[d - 1], v.below(node))) {
-      allow(v.first_token(node), v.first_token(v.subtree_end(node)));
+    const ByteAutomaton::Skip skip =
+        v.subtree_end(node) - node >= min_skipped ? a.skip(at[d - 1], v, node) : ByteAutomaton::Skip::Walk;
+    if (skip != ByteAutomaton::Skip::Walk) {
+      std::uint32_t from = v.first_token(node);
+      if (skip == ByteAutomaton::Skip::AboveControls) {
+        v.for_each_control_root(node, [&](std::size_t k) {
+          allow(from, v.first_token(k));
+          from = v.first_token(v.subtree_end(k));
+        });
+      }
+      allow(from, v.first_token(v.subtree_end(node)));
       node = v.subtree_end(node);
       continue;
     }
@@ -720,8 +749,9 @@ std::size_t Matcher::mask(std::span<float> logits) {
       std::fill_n(logits.begin() + static_cast<std::ptrdiff_t>(base), len, refused);
       continue;
     }
-    for (std::size_t i = 0; i < len; ++i)
-      if (!((word >> i) & 1)) logits[base + i] = refused;
+    const std::uint64_t in_row = len == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << len) - 1;
+    for (std::uint64_t off = ~word & in_row; off; off &= off - 1)
+      logits[base + static_cast<std::size_t>(std::countr_zero(off))] = refused;
   }
   // Rows past the tokenizer's vocabulary (a model's padding) are never allowed.
   std::fill(logits.begin() + static_cast<std::ptrdiff_t>(n), logits.end(), refused);

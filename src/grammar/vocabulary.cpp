@@ -34,7 +34,7 @@ Vocabulary::Vocabulary(const std::vector<std::string>& pieces, const std::vector
     path.resize(common + 1);
     for (std::size_t d = common; d < p.size(); ++d) {
       path.push_back(static_cast<std::uint32_t>(nodes_.size()));
-      nodes_.push_back({.below = {}, .depth = static_cast<std::uint16_t>(d + 1), .byte = static_cast<std::uint8_t>(p[d])});
+      nodes_.push_back({.below = {}, .above_controls = {}, .depth = static_cast<std::uint16_t>(d + 1), .byte = static_cast<std::uint8_t>(p[d])});
     }
     owner.push_back(path.back());
     max_depth_ = std::max(max_depth_, p.size());
@@ -51,23 +51,36 @@ Vocabulary::Vocabulary(const std::vector<std::string>& pieces, const std::vector
   for (const std::uint32_t i : open) nodes_[i].end = n;
   // Subtree summaries, children before parents (reverse preorder); `children_ok[i]`: the
   // phases from which every child's paths are valid (all of them for a leaf).
-  std::vector<std::uint8_t> children_ok(n, 0xFF);
-  for (std::uint32_t i = n; i-- > 1;) {
-    Subtree& s = nodes_[i].below;
-    const std::uint8_t b = nodes_[i].byte;
+  std::vector<std::uint8_t> children_ok(n, 0xFF), children_ok_above(n, 0xFF);
+  const auto add = [](Subtree& up, const Subtree& s) {
+    for (int w = 0; w < 4; ++w) up.ascii[w] |= s.ascii[w];
+    up.non_ascii |= s.non_ascii;
+    up.height = std::max(up.height, s.height);
+  };
+  const auto summarize = [](Subtree& s, std::uint8_t b, std::uint8_t ok_below) {
     if (b < 0x80) s.ascii[b >> 5] |= std::uint32_t{1} << (b & 31);
     else s.non_ascii = true;
     ++s.height;
     for (int p = 0; p < utf8_phases; ++p) {
       const Utf8Phase next = next_utf8_phase(static_cast<Utf8Phase>(p), b);
-      if (next != Utf8Phase::Invalid && ((children_ok[i] >> static_cast<int>(next)) & 1)) s.utf8_ok |= 1u << p;
+      if (next != Utf8Phase::Invalid && ((ok_below >> static_cast<int>(next)) & 1)) s.utf8_ok |= 1u << p;
     }
-    Subtree& up = nodes_[parent[i]].below;
-    for (int w = 0; w < 4; ++w) up.ascii[w] |= s.ascii[w];
-    up.non_ascii |= s.non_ascii;
-    up.height = std::max(up.height, s.height);
-    children_ok[parent[i]] &= s.utf8_ok;
+  };
+  for (std::uint32_t i = n; i-- > 1;) {
+    Node& node = nodes_[i];
+    summarize(node.below, node.byte, children_ok[i]);
+    if (is_control(node.byte)) node.above_controls = {.ascii = {}, .height = 0, .utf8_ok = 0xFF, .non_ascii = false};  // nothing above it
+    else summarize(node.above_controls, node.byte, children_ok_above[i]);
+    add(nodes_[parent[i]].below, node.below);
+    add(nodes_[parent[i]].above_controls, node.above_controls);
+    children_ok[parent[i]] &= node.below.utf8_ok;
+    children_ok_above[parent[i]] &= node.above_controls.utf8_ok;
   }
+  for (std::uint32_t i = 1; i < n; ++i)
+    if (is_control(nodes_[i].byte)) controls_.push_back(i);
+  for (const std::uint32_t k : controls_)
+    after_control_.push_back(static_cast<std::uint32_t>(
+        std::lower_bound(controls_.begin(), controls_.end(), nodes_[k].end) - controls_.begin()));
   // Tokens grouped by node (order is already by node, nodes being in preorder); the record
   // past the last node closes the last node's range.
   nodes_.push_back({});

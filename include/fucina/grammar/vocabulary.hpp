@@ -7,7 +7,10 @@
 // and the end of its subtree, so a walk is one pass over flat arrays that skips a refused
 // subtree by jumping to its end. The tokens are numbered in the same order (their trie
 // order), so a subtree's tokens are one range of it, and each subtree carries a summary of
-// its bytes (Subtree) that lets a walk allow it whole without visiting it.
+// its bytes (Subtree) that lets a walk allow it whole without visiting it; a second summary
+// stops at control characters (code tokens hold many line breaks), so that where they are
+// refused a subtree is allowed but for the ranges below its first control bytes.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <span>
@@ -52,6 +55,19 @@ class Vocabulary {
   std::size_t max_depth() const { return max_depth_; }
   std::uint32_t subtree_end(std::size_t node) const { return nodes_[node].end; }
   const Subtree& below(std::size_t node) const { return nodes_[node].below; }
+  // The subtree cut above its control characters (is_control): their nodes count as empty.
+  const Subtree& above_controls(std::size_t node) const { return nodes_[node].above_controls; }
+  static constexpr bool is_control(std::uint8_t b) { return b < 0x20 || b == 0x7F; }
+  // Calls f(k) for the first control nodes down each path of node's subtree, in preorder.
+  template <class F>
+  void for_each_control_root(std::size_t node, const F& f) const {
+    const std::uint32_t end = nodes_[node].end;
+    auto i = static_cast<std::size_t>(std::lower_bound(controls_.begin(), controls_.end(), node) - controls_.begin());
+    while (i < controls_.size() && controls_[i] < end) {
+      f(controls_[i]);
+      i = after_control_[i];
+    }
+  }
   // The trie order of tokens: those ending at `node` are [first_token(node),
   // first_token(node + 1)) of it, those in its subtree [first_token(node),
   // first_token(subtree_end(node))).
@@ -69,13 +85,15 @@ class Vocabulary {
   // One record per node (a walk that skips subtrees touches one cache line per node it
   // visits), and a last one past the end holding only first_token.
   struct Node {
-    Subtree below;
+    Subtree below, above_controls;
     std::uint32_t end = 0;          // the end of its subtree
     std::uint32_t first_token = 0;  // into tokens_
     std::uint16_t depth = 0;
     std::uint8_t byte = 0;
   };
   std::vector<Node> nodes_;
+  std::vector<std::uint32_t> controls_;       // the nodes of control bytes, in preorder
+  std::vector<std::uint32_t> after_control_;  // i -> the first index of controls_ past controls_[i]'s subtree
   std::size_t max_depth_ = 0;
   std::vector<TokenId> tokens_;       // trie order
   std::vector<TokenId> outside_trie_;
