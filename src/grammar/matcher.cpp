@@ -123,9 +123,8 @@ class Automaton {
     return next;
   }
 
-  // Note [Loops]: the group of characters a set mostly moves on, where it leads, and for how
-  // many bytes in a row the group keeps being allowed (Matcher::allowed skips a trie subtree
-  // with it).
+  // A set's loop (Note [Loops]): the group of characters it mostly moves on, where they
+  // lead, and for how many bytes in a row the group stays allowed.
   struct Loop {
     std::array<std::uint64_t, 2> ascii{};  // the group's ASCII characters
     bool non_ascii = false;                // it holds every code point beyond ASCII too
@@ -421,7 +420,10 @@ int utf8_length(std::uint8_t b) {
 // (what is left to check: the second byte after E0, ED, F0, F4).
 class ByteAutomaton {
  public:
-  explicit ByteAutomaton(const Grammar& g) : sets_(g) { reset(sets_.start(), {}); }
+  explicit ByteAutomaton(const Grammar& g) : sets_(g) {
+    table_.reserve(256 * 1024);  // a mask's walk makes hundreds of states: grow without copying (pages come on use)
+    reset(sets_.start(), {});
+  }
 
   std::int32_t start() const { return start_; }
   std::int32_t next(std::int32_t id, std::uint8_t b) {
@@ -578,7 +580,7 @@ class ByteAutomaton {
   std::vector<State> states_;
   FlatMap ids_;                     // packed State -> id
   std::vector<std::int32_t> table_;  // id * 256 + byte -> id
-  // A state's set's loop (Note [Loops]) and its UTF-8 phase, for allows_whole.
+  // A state's set's loop (Note [Loops]) and its UTF-8 phase, for skip().
   struct Reach {
     std::array<std::uint64_t, 2> ascii;
     std::int32_t set;
@@ -668,7 +670,8 @@ std::span<const std::uint64_t> Matcher::allowed() {
   if (const auto* m = a.cached_mask(state_)) return *m;
   const Vocabulary& v = *vocab_;
   // One pass over the trie in preorder, collecting the allowed tokens as runs of the trie
-  // order; a subtree the state allows whole (Note [Loops]) is one run, not visited.
+  // order; a subtree the state allows whole (Note [Loops]) is one run, one allowed but for
+  // its control-character branches a few, neither visited.
   // at[d]: the state after the first d bytes.
   std::vector<std::int32_t> at(v.max_depth() + 1);
   at[0] = state_;

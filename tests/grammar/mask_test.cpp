@@ -1,4 +1,4 @@
-// Token masks that skip trie subtrees (Note [Loops] in src/grammar/matcher.cpp) against
+// Token masks that skip trie subtrees (Note [Loops] in fucina/grammar/matcher.hpp) against
 // token-by-token matching, bit for bit, over the states of random generations through
 // several grammars: bounded strings at every remaining length, escapes, control characters,
 // tokens that split UTF-8 characters or are not UTF-8 at all, tokens longer than what is
