@@ -129,7 +129,8 @@ class Automaton {
     std::array<std::uint64_t, 2> ascii{};  // the group's ASCII characters
     bool non_ascii = false;                // it holds every code point beyond ASCII too
     bool refuses_controls = false;         // no stack holds a control character (Vocabulary::is_control)
-    std::int32_t next = 0;                 // the set each of them leads to; 0: no group
+    std::uint32_t stacks = 0;              // the stacks holding its characters (bit i: item i); 0: no group
+    std::int32_t next = 0;                 // the set they lead to, once followed (follow())
     // Any valid UTF-8 of at most `depth` bytes over the group is allowed; `exact`: no more
     // (else a lower bound, measured only as far as asked).
     std::uint16_t depth = 0;
@@ -164,18 +165,19 @@ class Automaton {
         tail = unbounded;
         break;
       }
-      if (l.next == 0) break;
+      if (l.stacks == 0) break;
       loops_[static_cast<std::size_t>(cur)].status = on_chain;
       chain_.push_back(cur);
       if (chain_.size() >= need) {  // far enough: the depths stay lower bounds
         exact = false;
         break;
       }
-      const Loop n = grouped(l.next);
+      const std::int32_t next = follow(cur);
+      const Loop n = grouped(next);
       const bool within = (l.ascii[0] & ~n.ascii[0]) == 0 && (l.ascii[1] & ~n.ascii[1]) == 0 &&
                           (!l.non_ascii || n.non_ascii) && (!l.refuses_controls || n.refuses_controls);
       if (!within) break;
-      cur = l.next;
+      cur = next;
     }
     if (chain_.empty()) loops_[static_cast<std::size_t>(set)].exact = true;  // no group: depth 0
     for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
@@ -290,14 +292,24 @@ class Automaton {
         constexpr std::array<std::uint64_t, 2> controls = {0xFFFFFFFFull, std::uint64_t{1} << 63};  // 00..1F, 7F
         l.refuses_controls = (controls[0] & ~refused[0]) == 0 && (controls[1] & ~refused[1]) == 0;
         l.non_ascii = beyond;
-        l.next = step_matching(set, group);
-        for (char32_t c = 0; c < 128; ++c)  // their steps, known now
-          if ((l.ascii[c >> 6] >> (c & 63)) & 1) ascii_next_[static_cast<std::size_t>(set) * 128 + c] = l.next;
+        l.stacks = group;
       }
     }
-    if (loops_.size() < sets_.size()) loops_.resize(sets_.size());  // the step may have made sets
     loops_[static_cast<std::size_t>(set)] = l;
     return l;
+  }
+
+  // The set the group of `set` leads to, made on first use (with the steps of the group's
+  // ASCII characters, known then too).
+  std::int32_t follow(std::int32_t set) {
+    const auto at = static_cast<std::size_t>(set);
+    if (loops_[at].next == 0) {
+      const std::int32_t next = step_matching(set, loops_[at].stacks);
+      loops_[at].next = next;
+      for (char32_t c = 0; c < 128; ++c)
+        if ((loops_[at].ascii[c >> 6] >> (c & 63)) & 1) ascii_next_[at * 128 + c] = next;
+    }
+    return loops_[at].next;
   }
 
   std::int32_t copy_stack(const Automaton& from, std::int32_t n) {
@@ -450,10 +462,19 @@ class ByteAutomaton {
   // and the group's sets refuse them, so exactly the tokens below its first control bytes
   // are refused. Walk: visit the node.
   enum class Skip { Walk, Whole, AboveControls };
+  // The loop depth of state `id` (measured up to 255 bytes, the most a trie node's
+  // least_depth says), or the largest there is when it is longer: then ask skip().
+  std::uint16_t known_depth(std::int32_t id) {
+    Reach& r = reach_of(id);
+    if (!r.exact && r.depth < 255) {
+      r.depth = sets_.loop_depth(r.set, 255);
+      r.exact = sets_.loop(r.set).exact;
+    }
+    return r.exact ? r.depth : std::numeric_limits<std::uint16_t>::max();
+  }
   Skip skip(std::int32_t id, const Vocabulary& v, std::size_t node) {
-    if (static_cast<std::size_t>(id) >= reach_.size()) reach_.resize(states_.size());
-    Reach& r = reach_[static_cast<std::size_t>(id)];
-    if (r.phase == 0) r = reach(id);
+    Reach& r = reach_of(id);
+    if (r.exact && v.least_depth(node) > r.depth) return Skip::Walk;  // too deep, known from the node's record
     const auto reaches = [&](const Subtree& t, std::size_t need) {
       if (!(t.utf8_ok & r.phase) || !t.bytes_within(r.ascii, r.non_ascii)) return false;
       if (need > r.depth && !r.exact) {
@@ -588,18 +609,17 @@ class ByteAutomaton {
     std::uint8_t phase;  // 1 << Utf8Phase; 0: not filled yet
     bool non_ascii, exact, refuses_controls;
   };
-  // Also fills the steps of a state between characters over the group's ASCII characters.
+  Reach& reach_of(std::int32_t id) {
+    if (static_cast<std::size_t>(id) >= reach_.size()) reach_.resize(states_.size());
+    Reach& r = reach_[static_cast<std::size_t>(id)];
+    if (r.phase == 0) r = reach(id);
+    return r;
+  }
   Reach reach(std::int32_t id) {
     const State s = states_[static_cast<std::size_t>(id)];
     const auto& loop = sets_.loop(s.set);
-    const Reach r{loop.ascii,     s.set,      loop.depth, static_cast<std::uint8_t>(1u << static_cast<int>(phase(s))),
-                  loop.non_ascii, loop.exact, loop.refuses_controls};
-    if (s.pending == 0 && loop.next != 0) {
-      const std::int32_t next = intern(State{.set = loop.next});
-      for (std::size_t c = 0; c < 128; ++c)
-        if ((loop.ascii[c >> 6] >> (c & 63)) & 1) table_[static_cast<std::size_t>(id) * 256 + c] = next;
-    }
-    return r;
+    return {loop.ascii,     s.set,      loop.depth, static_cast<std::uint8_t>(1u << static_cast<int>(phase(s))),
+            loop.non_ascii, loop.exact, loop.refuses_controls};
   }
   std::vector<Reach> reach_;
   std::unordered_map<std::int32_t, std::vector<std::uint64_t>> masks_;
@@ -673,8 +693,12 @@ std::span<const std::uint64_t> Matcher::allowed() {
   // order; a subtree the state allows whole (Note [Loops]) is one run, one allowed but for
   // its control-character branches a few, neither visited.
   // at[d]: the state after the first d bytes.
+  // reach[d]: no subtree needing more than this depth is skipped from at[d] (its loop's
+  // exact depth when known, else the most there is: ask).
   std::vector<std::int32_t> at(v.max_depth() + 1);
+  std::vector<std::uint16_t> reach(v.max_depth() + 1);
   at[0] = state_;
+  reach[0] = a.known_depth(state_);
   runs_.clear();
   const auto allow = [&](std::uint32_t begin, std::uint32_t end) {
     if (begin == end) return;
@@ -682,11 +706,11 @@ std::span<const std::uint64_t> Matcher::allowed() {
     else runs_.emplace_back(begin, end);
   };
   for (std::size_t node = 1; node < v.nodes();) {
-    __builtin_prefetch(&v.below(v.subtree_end(node)));  // where a skip lands
     const std::size_t d = v.depth(node);
     // (A small subtree is cheaper to walk than to ask about.)
     const ByteAutomaton::Skip skip =
-        v.subtree_end(node) - node >= min_skipped ? a.skip(at[d - 1], v, node) : ByteAutomaton::Skip::Walk;
+        v.subtree_end(node) - node >= min_skipped && v.least_depth(node) <= reach[d - 1] ? a.skip(at[d - 1], v, node)
+                                                                                        : ByteAutomaton::Skip::Walk;
     if (skip != ByteAutomaton::Skip::Walk) {
       std::uint32_t from = v.first_token(node);
       if (skip == ByteAutomaton::Skip::AboveControls) {
@@ -705,6 +729,7 @@ std::span<const std::uint64_t> Matcher::allowed() {
       continue;
     }
     at[d] = s;
+    reach[d] = a.known_depth(s);
     allow(v.first_token(node), v.first_token(node + 1));
     ++node;
   }

@@ -34,7 +34,7 @@ Vocabulary::Vocabulary(const std::vector<std::string>& pieces, const std::vector
     path.resize(common + 1);
     for (std::size_t d = common; d < p.size(); ++d) {
       path.push_back(static_cast<std::uint32_t>(nodes_.size()));
-      nodes_.push_back({.below = {}, .above_controls = {}, .depth = static_cast<std::uint16_t>(d + 1), .byte = static_cast<std::uint8_t>(p[d])});
+      nodes_.push_back({.end = 0, .first_token = 0, .depth = static_cast<std::uint16_t>(d + 1), .byte = static_cast<std::uint8_t>(p[d])});
     }
     owner.push_back(path.back());
     max_depth_ = std::max(max_depth_, p.size());
@@ -66,13 +66,17 @@ Vocabulary::Vocabulary(const std::vector<std::string>& pieces, const std::vector
       if (next != Utf8Phase::Invalid && ((ok_below >> static_cast<int>(next)) & 1)) s.utf8_ok |= 1u << p;
     }
   };
+  summaries_.assign(n, Summaries{});
   for (std::uint32_t i = n; i-- > 1;) {
-    Node& node = nodes_[i];
-    summarize(node.below, node.byte, children_ok[i]);
-    if (is_control(node.byte)) node.above_controls = {.ascii = {}, .height = 0, .utf8_ok = 0xFF, .non_ascii = false};  // nothing above it
-    else summarize(node.above_controls, node.byte, children_ok_above[i]);
-    add(nodes_[parent[i]].below, node.below);
-    add(nodes_[parent[i]].above_controls, node.above_controls);
+    Summaries& node = summaries_[i];
+    const std::uint8_t b = nodes_[i].byte;
+    summarize(node.below, b, children_ok[i]);
+    if (is_control(b)) node.above_controls = {.ascii = {}, .height = 0, .utf8_ok = 0xFF, .non_ascii = false};  // nothing above it
+    else summarize(node.above_controls, b, children_ok_above[i]);
+    nodes_[i].least_depth =
+        static_cast<std::uint8_t>(std::min<int>({node.below.height, node.above_controls.height + 1, 255}));
+    add(summaries_[parent[i]].below, node.below);
+    add(summaries_[parent[i]].above_controls, node.above_controls);
     children_ok[parent[i]] &= node.below.utf8_ok;
     children_ok_above[parent[i]] &= node.above_controls.utf8_ok;
   }

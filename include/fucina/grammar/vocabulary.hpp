@@ -54,9 +54,13 @@ class Vocabulary {
   std::uint16_t depth(std::size_t node) const { return nodes_[node].depth; }
   std::size_t max_depth() const { return max_depth_; }
   std::uint32_t subtree_end(std::size_t node) const { return nodes_[node].end; }
-  const Subtree& below(std::size_t node) const { return nodes_[node].below; }
+  const Subtree& below(std::size_t node) const { return summaries_[node].below; }
   // The subtree cut above its control characters (is_control): their nodes count as empty.
-  const Subtree& above_controls(std::size_t node) const { return nodes_[node].above_controls; }
+  const Subtree& above_controls(std::size_t node) const { return summaries_[node].above_controls; }
+  // The least depth that could allow node's subtree by either summary (min of below's
+  // height and above_controls' height + 1), capped at 255: a walk reads it from the node's
+  // own record before it reaches for the summaries.
+  std::uint8_t least_depth(std::size_t node) const { return nodes_[node].least_depth; }
   static constexpr bool is_control(std::uint8_t b) { return b < 0x20 || b == 0x7F; }
   // Calls f(k) for the first control nodes down each path of node's subtree, in preorder.
   template <class F>
@@ -82,16 +86,20 @@ class Vocabulary {
   std::vector<std::string> pieces_;
   std::vector<bool> is_end_;
   std::vector<TokenId> end_tokens_;
-  // One record per node (a walk that skips subtrees touches one cache line per node it
-  // visits), and a last one past the end holding only first_token.
+  // What a walk reads of every node it visits, 16 bytes, and a last record past the end
+  // holding only first_token; the summaries apart (read only to skip a subtree).
   struct Node {
-    Subtree below, above_controls;
     std::uint32_t end = 0;          // the end of its subtree
     std::uint32_t first_token = 0;  // into tokens_
     std::uint16_t depth = 0;
     std::uint8_t byte = 0;
+    std::uint8_t least_depth = 0;
+  };
+  struct Summaries {
+    Subtree below, above_controls;
   };
   std::vector<Node> nodes_;
+  std::vector<Summaries> summaries_;
   std::vector<std::uint32_t> controls_;       // the nodes of control bytes, in preorder
   std::vector<std::uint32_t> after_control_;  // i -> the first index of controls_ past controls_[i]'s subtree
   std::size_t max_depth_ = 0;
