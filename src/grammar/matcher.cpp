@@ -681,7 +681,7 @@ std::size_t Matcher::allowed_prefix(std::span<const TokenId> ids) {
 }
 
 namespace {
-constexpr std::size_t min_skipped = 4;  // trie nodes
+constexpr std::size_t min_skipped = 16;  // trie nodes
 }  // namespace
 
 std::span<const std::uint64_t> Matcher::allowed() {
