@@ -693,12 +693,12 @@ std::span<const std::uint64_t> Matcher::allowed() {
   // order; a subtree the state allows whole (Note [Loops]) is one run, one allowed but for
   // its control-character branches a few, neither visited.
   // at[d]: the state after the first d bytes.
-  // reach[d]: no subtree needing more than this depth is skipped from at[d] (its loop's
-  // exact depth when known, else the most there is: ask).
+  // loop_depth[d]: at[d]'s loop depth (the largest there is when not known: ask); a
+  // subtree whose least_depth is more is walked without asking.
   std::vector<std::int32_t> at(v.max_depth() + 1);
-  std::vector<std::uint16_t> reach(v.max_depth() + 1);
+  std::vector<std::uint16_t> loop_depth(v.max_depth() + 1);
   at[0] = state_;
-  reach[0] = a.known_depth(state_);
+  loop_depth[0] = a.known_depth(state_);
   runs_.clear();
   const auto allow = [&](std::uint32_t begin, std::uint32_t end) {
     if (begin == end) return;
@@ -709,7 +709,7 @@ std::span<const std::uint64_t> Matcher::allowed() {
     const std::size_t d = v.depth(node);
     // (A small subtree is cheaper to walk than to ask about.)
     const ByteAutomaton::Skip skip =
-        v.subtree_end(node) - node >= min_skipped && v.least_depth(node) <= reach[d - 1] ? a.skip(at[d - 1], v, node)
+        v.subtree_end(node) - node >= min_skipped && v.least_depth(node) <= loop_depth[d - 1] ? a.skip(at[d - 1], v, node)
                                                                                         : ByteAutomaton::Skip::Walk;
     if (skip != ByteAutomaton::Skip::Walk) {
       std::uint32_t from = v.first_token(node);
@@ -729,7 +729,7 @@ std::span<const std::uint64_t> Matcher::allowed() {
       continue;
     }
     at[d] = s;
-    reach[d] = a.known_depth(s);
+    loop_depth[d] = a.known_depth(s);
     allow(v.first_token(node), v.first_token(node + 1));
     ++node;
   }
