@@ -86,7 +86,7 @@ class Vocabulary {
   std::vector<std::string> pieces_;
   std::vector<bool> is_end_;
   std::vector<TokenId> end_tokens_;
-  // What a walk reads of every node it visits, 16 bytes, and a last record past the end
+  // What a walk reads of every node it visits, 12 bytes, and a last record past the end
   // holding only first_token; the summaries apart (read only to skip a subtree).
   struct Node {
     std::uint32_t end = 0;          // the end of its subtree
