@@ -7,6 +7,8 @@
 #include <memory>
 
 #include "fucina/core/error.hpp"
+#include "fucina/generate/speculator.hpp"
+#include "fucina/model/one_row.hpp"
 
 namespace fucina::generate {
 
@@ -26,6 +28,9 @@ struct BatchGenerator::Sequence {
   std::size_t fed = 0;     // prompt tokens in the cache
   std::size_t reused = 0;  // of those, forked from another sequence
   tokenizer::TokenId unrun = tokenizer::null_token;
+  std::unique_ptr<Speculator> spec;  // Note [Speculative batches]
+  std::vector<tokenizer::TokenId> rows;  // this step's decode chunk: unrun, then the drafted tokens
+  Timings verified;                      // verify_steps, drafted and accepted
   bool done = false;
   Result result;
   clock_type::time_point admitted, prompt_done;
@@ -43,6 +48,7 @@ BatchGenerator::BatchGenerator(const model::Model& model, const tokenizer::Token
         FUCINA_CHECK(options.n_batch >= options.n_parallel, InvalidArgument,
                      "[generate] the batch of {} tokens cannot hold one row of each of {} sequences", options.n_batch,
                      options.n_parallel);
+        validate(options.speculative);
         const std::int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : model.config().n_ctx_train;
         const std::int64_t n_kv = options.n_kv > 0 ? options.n_kv : model::PagedKvCache::budget_for(options.n_parallel, n_ctx);
         return model.new_paged_cache(ctx, n_kv, n_ctx, options.kv_type);
@@ -62,6 +68,7 @@ std::size_t BatchGenerator::add(std::span<const tokenizer::TokenId> prompt, Requ
   for (const auto id : s.prompt) s.sampler->accept(id);
   if (s.request->grammar && !options_.vocabulary) options_.vocabulary = grammar_vocabulary(tok_);
   s.out = std::make_unique<TokenStream>(tok_, *s.request, cache_.capacity(), options_.vocabulary);
+  s.spec = std::make_unique<Speculator>(options_.speculative);
   std::size_t index = seqs_.size();
   if (unused_.empty()) {
     seqs_.push_back(std::move(s));
@@ -150,11 +157,15 @@ void BatchGenerator::finish(Sequence& s) {
                       .prompt_seconds = seconds_between(s.admitted, s.prompt_done),
                       .gen_tokens = static_cast<std::int64_t>(s.result.tokens.size()),
                       .gen_seconds = seconds_between(s.prompt_done, now),
-                      .grammar_seconds = s.out->grammar_seconds()};
+                      .grammar_seconds = s.out->grammar_seconds(),
+                      .verify_steps = s.verified.verify_steps,
+                      .drafted = s.verified.drafted,
+                      .accepted = s.verified.accepted};
   if (s.seq >= 0) close_or_keep(s);
   s.done = true;
   s.out.reset();
   s.sampler.reset();
+  s.spec.reset();
 }
 
 void BatchGenerator::close_or_keep(Sequence& s) {
@@ -190,58 +201,101 @@ bool BatchGenerator::step() {
   retire();  // cancelled since the last step: their blocks are free for this one
   admit();
   if (running_.empty()) return false;
-  std::vector<model::Model::SeqChunk> chunks;
-  std::vector<std::size_t> owners;  // the request of each chunk
+  // Note [Speculative batches]: decode chunks in a forward of their own, in one-row arithmetic.
+  const bool speculative = options_.speculative.enabled;
+  Plan decode, prompt;
+  Plan& prompts = speculative ? prompt : decode;
   std::int64_t budget = options_.n_batch, free_blocks = cache_.free_blocks();
-  const auto take = [&](std::size_t r, std::span<const tokenizer::TokenId> ids) {
+  const auto take = [&](Plan& plan, std::size_t r, std::span<const tokenizer::TokenId> ids, bool every_row) {
     const std::int64_t blocks = cache_.blocks_needed(seqs_[r].seq, static_cast<std::int64_t>(ids.size()));
     while (blocks > free_blocks && !kept_.empty()) free_blocks += drop_oldest_kept();
     if (blocks > free_blocks) return false;
     free_blocks -= blocks;
     budget -= static_cast<std::int64_t>(ids.size());
-    chunks.push_back({seqs_[r].seq, ids});
-    owners.push_back(r);
+    plan.chunks.push_back({seqs_[r].seq, ids, every_row});
+    plan.owners.push_back(r);
     return true;
   };
-  for (const std::size_t r : running_) {  // decode rows
+  const auto decoding = [&](const Sequence& s) { return s.unrun != tokenizer::null_token && s.out->wants_more(); };
+  // Decode rows, each sequence's drafted rows in what the budget leaves after one row for each.
+  std::int64_t rows_left = std::count_if(running_.begin(), running_.end(), [&](std::size_t r) { return decoding(seqs_[r]); });
+  for (const std::size_t r : running_) {
     Sequence& s = seqs_[r];
-    if (s.unrun == tokenizer::null_token || !s.out->wants_more()) continue;
-    if (cache_.size(s.seq) >= cache_.capacity()) {
+    if (!decoding(s)) continue;
+    --rows_left;
+    const std::int64_t size = cache_.size(s.seq);
+    if (size >= cache_.capacity()) {
       s.out->stop(StopReason::ContextFull);
       continue;
     }
-    take(r, std::span(&s.unrun, 1));
+    const std::int64_t room = std::min({cache_.capacity() - size, s.out->remaining(), budget - rows_left}) - 1;
+    s.rows = s.spec->draft(*s.out, room);
+    s.rows.insert(s.rows.begin(), s.unrun);
+    if (s.rows.size() > 1 && take(decode, r, s.rows, true)) continue;
+    s.rows.resize(1);
+    take(decode, r, s.rows, false);
   }
   for (const std::size_t r : running_) {  // prompt chunks
     Sequence& s = seqs_[r];
     if (budget <= 0) break;
     if (s.fed == s.prompt.size() || s.out->ended()) continue;
     const std::size_t n = std::min(s.prompt.size() - s.fed, static_cast<std::size_t>(budget));
-    take(r, std::span(s.prompt).subspan(s.fed, n));
+    take(prompts, r, std::span(s.prompt).subspan(s.fed, n), false);
   }
-  if (chunks.empty()) {  // nothing fits the KV budget: free the latest sequence's blocks
+  if (decode.chunks.empty() && prompt.chunks.empty()) {  // nothing fits the KV budget: free the latest sequence's blocks
     for (auto it = running_.rbegin(); it != running_.rend(); ++it)
       if (!seqs_[*it].out->ended()) {
         seqs_[*it].out->stop(StopReason::ContextFull);
         break;
       }
   } else {
-    const auto logits = model_.forward_batch(ctx_, cache_, chunks).to_vector();
-    const auto vocab = static_cast<std::size_t>(model_.config().n_vocab);
-    for (std::size_t j = 0; j < chunks.size(); ++j) {
-      Sequence& s = seqs_[owners[j]];
-      const std::span<const float> row(logits.data() + j * vocab, vocab);
-      if (s.fed < s.prompt.size()) {
-        s.fed += chunks[j].ids.size();
-        if (s.fed < s.prompt.size()) continue;
-        s.prompt_done = clock_type::now();
-        if (!s.out->wants_more()) continue;
-      }
-      s.unrun = s.out->push(*s.sampler, row);
+    if (speculative && !decode.chunks.empty()) {
+      model::OneRowArithmetic one_row;
+      const auto t0 = clock_type::now();
+      run_forward(decode);
+      // Note [Draft length]: the decode forward's time by its rows, against a plain step's
+      // one row per decoding sequence.
+      std::int64_t rows = 0;
+      for (const auto& c : decode.chunks) rows += static_cast<std::int64_t>(c.ids.size());
+      const double seconds = seconds_between(t0, clock_type::now());
+      const auto plain = static_cast<std::int64_t>(decode.chunks.size());
+      for (const std::size_t r : decode.owners)
+        if (seqs_[r].spec) seqs_[r].spec->timed(plain, rows, seconds);
     }
+    run_forward(prompts);
   }
   retire();
   return true;
+}
+
+void BatchGenerator::run_forward(const Plan& plan) {
+  if (plan.chunks.empty()) return;
+  const auto logits = model_.forward_batch(ctx_, cache_, plan.chunks).to_vector();
+  const auto vocab = static_cast<std::size_t>(model_.config().n_vocab);
+  std::size_t row = 0;
+  for (std::size_t j = 0; j < plan.chunks.size(); ++j) {
+    const model::Model::SeqChunk& chunk = plan.chunks[j];
+    Sequence& s = seqs_[plan.owners[j]];
+    const std::size_t n = chunk.every_row ? chunk.ids.size() : 1;
+    const std::span<const float> rows(logits.data() + row * vocab, n * vocab);
+    row += n;
+    if (s.fed < s.prompt.size()) {
+      s.fed += chunk.ids.size();
+      if (s.fed < s.prompt.size()) continue;
+      s.prompt_done = clock_type::now();
+      s.spec->reset(s.prompt);
+      if (!s.out->wants_more()) continue;
+    }
+    if (chunk.every_row) {  // Note [Speculative decoding]: keep the K/V of the rows sampled from
+      const std::int64_t n0 = cache_.size(s.seq) - static_cast<std::int64_t>(n);
+      const auto v = s.spec->verify(*s.out, *s.sampler, rows, chunk.ids.subspan(1), s.verified);
+      s.unrun = v.last != tokenizer::null_token ? v.last : s.unrun;
+      cache_.truncate(s.seq, n0 + static_cast<std::int64_t>(v.rows));
+      continue;
+    }
+    s.unrun = s.out->push(*s.sampler, rows);
+    if (s.unrun != tokenizer::null_token) s.spec->sampled(s.unrun);
+  }
 }
 
 std::vector<Result> BatchGenerator::run() {

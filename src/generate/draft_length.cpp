@@ -7,7 +7,7 @@
 namespace fucina::generate {
 
 namespace {
-// Weight of the newest comparison in the running average: about the last 10 count.
+// Weight of the newest comparison (or timing) in the running averages: about the last 10 count.
 constexpr double kAcceptWeight = 0.1;
 }  // namespace
 
@@ -24,7 +24,7 @@ std::int32_t DraftLength::next() const {
   double best_rate = kPays, tokens = 1, power = 1;
   for (std::int32_t k = 1; k <= options_.draft_max; ++k) {
     tokens += power *= accept_;
-    const double rate = tokens / (1 + kRowCost * k);
+    const double rate = tokens / (1 + row_cost_ * k);
     if (k >= options_.draft_min && rate > best_rate) best = k, best_rate = rate;
   }
   return best;
@@ -32,6 +32,17 @@ std::int32_t DraftLength::next() const {
 
 void DraftLength::record(std::int32_t compared, std::int32_t hits) {
   for (std::int32_t i = 0; i < compared; ++i) accept_ += kAcceptWeight * ((i < hits ? 1.0 : 0.0) - accept_);
+}
+
+void DraftLength::timed(std::int64_t plain_rows, std::int64_t rows, double seconds) {
+  if (rows <= plain_rows) {
+    plain_seconds_ = plain_seconds_ == 0 ? seconds : plain_seconds_ + kAcceptWeight * (seconds - plain_seconds_);
+    return;
+  }
+  if (plain_seconds_ == 0) return;
+  const double c =
+      std::clamp((seconds / plain_seconds_ - 1) / static_cast<double>(rows - plain_rows), kMinRowCost, kMaxRowCost);
+  row_cost_ += kAcceptWeight * (c - row_cost_);
 }
 
 }  // namespace fucina::generate

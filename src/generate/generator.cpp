@@ -48,8 +48,7 @@ Generator::Generator(const model::Model& model, const tokenizer::Tokenizer& tok,
       cache_(model.new_cache(ctx, options.n_ctx, options.kv_type)),
       sampler_(options.sampling),
       vocabulary_(options.vocabulary),
-      speculative_(options.speculative),
-      length_(options.speculative) {
+      spec_(options.speculative) {
   FUCINA_CHECK(n_batch_ >= 1, InvalidArgument, "[generate] n_batch must be at least 1, got {}", n_batch_);
 }
 
@@ -83,11 +82,8 @@ Result Generator::generate(const Request& request) {
   if (request.grammar && !vocabulary_) vocabulary_ = grammar_vocabulary(tok_);
   TokenStream out(tok_, request, cache_.capacity(), vocabulary_);
   Timings t = prompt_;
-  if (speculative_.enabled) {
-    drafter_.reset(cached_);
-    if (unrun_ != tokenizer::null_token) drafter_.push(unrun_);
-    shadow_ = tokenizer::null_token;
-  }
+  spec_.reset(cached_);
+  if (unrun_ != tokenizer::null_token) spec_.sampled(unrun_);
   const auto t0 = clock_type::now();
   while (out.wants_more()) {
     if (unrun_ != tokenizer::null_token) {  // the previous token, for the logits to sample from
@@ -95,12 +91,16 @@ Result Generator::generate(const Request& request) {
         out.stop(StopReason::ContextFull);
         break;
       }
-      if (const auto drafted = draft_for(out); !drafted.empty()) {
+      // Rows after unrun_'s that the cache has room for and that can yield a token before max_tokens.
+      const std::int64_t room = std::min(cache_.capacity() - cache_.size(), out.remaining()) - 1;
+      if (const auto drafted = spec_.draft(out, room); !drafted.empty()) {
         verify(out, drafted, t);
         continue;
       }
       const tokenizer::TokenId one[1] = {unrun_};
+      const auto t1 = clock_type::now();
       logits_ = model_.forward(ctx_, cache_, one).to_vector();
+      spec_.timed(1, 1, seconds_since(t1));
       cached_.push_back(unrun_);
     }
     if (const auto next = out.push(sampler_, logits_); next != tokenizer::null_token) sampled(next);
@@ -115,55 +115,23 @@ Result Generator::generate(const Request& request) {
 
 void Generator::sampled(tokenizer::TokenId token) {
   unrun_ = token;
-  if (!speculative_.enabled) return;
-  if (shadow_ != tokenizer::null_token) length_.record(1, shadow_ == token ? 1 : 0);
-  shadow_ = tokenizer::null_token;
-  drafter_.push(token);
-}
-
-std::vector<tokenizer::TokenId> Generator::draft_for(TokenStream& out) {
-  if (!speculative_.enabled) return {};
-  // Rows after unrun_'s that the cache has room for and that can yield a token before max_tokens.
-  const std::int64_t room = std::min(cache_.capacity() - cache_.size(), out.remaining()) - 1;
-  const std::int32_t k = length_.next();
-  if (k == 0) {  // the cost gate is shut: a free guess keeps the acceptance rate current
-    const auto guess = drafter_.draft(1);
-    shadow_ = guess.empty() ? tokenizer::null_token : guess[0];
-    return {};
-  }
-  if (room < speculative_.draft_min) return {};
-  auto drafted = drafter_.draft(static_cast<std::size_t>(std::min<std::int64_t>(k, room)));
-  drafted.resize(out.allowed_prefix(drafted));
-  if (static_cast<std::int64_t>(drafted.size()) < speculative_.draft_min) return {};
-  return drafted;
+  spec_.sampled(token);
 }
 
 void Generator::verify(TokenStream& out, std::span<const tokenizer::TokenId> drafted, Timings& t) {
   std::vector<tokenizer::TokenId> ids{unrun_};
   ids.insert(ids.end(), drafted.begin(), drafted.end());
   const std::int64_t n0 = cache_.size();
+  const auto t0 = clock_type::now();
   const auto rows = model_.forward_as_decode(ctx_, cache_, ids).to_vector();
+  spec_.timed(1, static_cast<std::int64_t>(ids.size()), seconds_since(t0));
+  const auto v = spec_.verify(out, sampler_, rows, drafted, t);
+  if (v.last != tokenizer::null_token) unrun_ = v.last;
+  cache_.truncate(n0 + static_cast<std::int64_t>(v.rows));
+  cached_.insert(cached_.end(), ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(v.rows));
   const std::size_t vocab = rows.size() / ids.size();
-  const auto row = [&](std::size_t i) { return std::span<const float>(rows).subspan(i * vocab, vocab); };
-  std::int32_t compared = 0, hits = 0;
-  std::size_t used = 0;  // rows sampled from
-  while (true) {
-    const tokenizer::TokenId next = out.push(sampler_, row(used));
-    if (next != tokenizer::null_token) sampled(next);
-    if (++used == ids.size()) break;  // the last row: nothing was drafted after it
-    ++compared;
-    if (next != drafted[used - 1]) break;
-    ++hits;
-    if (!out.wants_more()) break;
-  }
-  cache_.truncate(n0 + static_cast<std::int64_t>(used));
-  cached_.insert(cached_.end(), ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(used));
-  const auto last = row(used - 1);
-  logits_.assign(last.begin(), last.end());
-  length_.record(compared, hits);
-  ++t.verify_steps;
-  t.drafted += static_cast<std::int64_t>(drafted.size());
-  t.accepted += hits;
+  logits_.assign(rows.begin() + static_cast<std::ptrdiff_t>((v.rows - 1) * vocab),
+                 rows.begin() + static_cast<std::ptrdiff_t>(v.rows * vocab));
 }
 
 }  // namespace fucina::generate

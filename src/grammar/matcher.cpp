@@ -2,6 +2,7 @@
 #include "fucina/grammar/matcher.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -9,6 +10,7 @@
 #include <unordered_map>
 
 #include "fucina/core/error.hpp"
+#include "fucina/grammar/utf8_prefix.hpp"
 
 namespace fucina::grammar {
 
@@ -81,38 +83,109 @@ class Automaton {
 
   // Any other step: computed once (ASCII), or looked up by the classes that hold c.
   [[gnu::noinline]] std::int32_t step_uncached(std::int32_t set, char32_t c) {
-    const Set s = sets_[static_cast<std::size_t>(set)];
-    const auto holds = [&](std::uint32_t i) {
-      const std::int32_t item = items_[s.offset + i];
-      return item >= 0 && g_->charsets[g_->elements[nodes_[static_cast<std::size_t>(item)].pos].index].contains(c);
-    };
     if (c < 128) {
       const std::size_t slot = static_cast<std::size_t>(set) * 128 + c;
       if (ascii_next_[slot] == unknown) {
-        const std::int32_t next = advance(set, holds);
-        ascii_next_[slot] = next;  // after advance: it may have grown the table
+        const std::int32_t next = step_by_classes(set, c);
+        ascii_next_[slot] = next;  // after the step: it may have grown the table
       }
       return ascii_next_[slot];
     }
-    // Beyond ASCII the step depends only on which stacks' classes hold c: one step for all
-    // when each class holds all or none of them, else cached per (set, that bitmask), so a
-    // vocabulary's thousands of CJK characters share an entry.
-    if (s.uniform_beyond_ascii) {
+    // Beyond ASCII: one step for all when each class holds all or none of them.
+    if (sets_[static_cast<std::size_t>(set)].uniform_beyond_ascii) {
       if (beyond_ascii_next_[static_cast<std::size_t>(set)] == unknown) {
-        const std::int32_t next = advance(set, holds);
+        const std::int32_t next = step_by_classes(set, c);
         beyond_ascii_next_[static_cast<std::size_t>(set)] = next;
       }
       return beyond_ascii_next_[static_cast<std::size_t>(set)];
     }
-    if (s.size > 32) return advance(set, holds);
-    std::uint64_t matched = 0;
-    for (std::uint32_t i = 0; i < s.size; ++i)
-      if (holds(i)) matched |= std::uint64_t{1} << i;
+    return step_by_classes(set, c);
+  }
+
+  // A set's classes split the code points into a few groups (in a JSON string: its
+  // characters, `"`, `\`), and the step depends only on the group: it is computed once per
+  // (set, the stacks whose classes hold c), so ASCII's 128 characters and a vocabulary's
+  // thousands of CJK ones cost one expansion per group.
+  std::int32_t step_by_classes(std::int32_t set, char32_t c) {
+    const Set s = sets_[static_cast<std::size_t>(set)];
+    if (s.size > max_grouped) {
+      return advance(set, [&](std::uint32_t i) { return item_holds(items_[s.offset + i], c); });
+    }
+    return step_matching(set, holds_mask(set, c));
+  }
+
+  // The step over a character held by exactly the stacks in `matched` (bit i: item i).
+  std::int32_t step_matching(std::int32_t set, std::uint32_t matched) {
     const std::uint64_t key = (static_cast<std::uint64_t>(set) << 32) | matched;
-    if (const std::int32_t cached = *other_next_.find_or_insert(key, unknown); cached != unknown) return cached;
+    if (const std::int32_t cached = *grouped_next_.find_or_insert(key, unknown); cached != unknown) return cached;
     const std::int32_t next = advance(set, [&](std::uint32_t i) { return (matched >> i) & 1; });
-    *other_next_.find_or_insert(key, unknown) = next;
+    *grouped_next_.find_or_insert(key, unknown) = next;
     return next;
+  }
+
+  // A set's loop (Note [Loops]): the group of characters it mostly moves on, where they
+  // lead, and for how many bytes in a row the group stays allowed.
+  struct Loop {
+    std::array<std::uint64_t, 2> ascii{};  // the group's ASCII characters
+    bool non_ascii = false;                // it holds every code point beyond ASCII too
+    bool refuses_controls = false;         // no stack holds a control character (Vocabulary::is_control)
+    std::uint32_t stacks = 0;              // the stacks holding its characters (bit i: item i); 0: no group
+    std::int32_t next = 0;                 // the set they lead to, once followed (follow())
+    // Any valid UTF-8 of at most `depth` bytes over the group is allowed; `exact`: no more
+    // (else a lower bound, measured only as far as asked).
+    std::uint16_t depth = 0;
+    bool exact = false;
+    std::uint8_t status = 0;  // unknown, grouped, on the chain being measured
+  };
+
+  const Loop& loop(std::int32_t set) {
+    grouped(set);
+    return loops_[static_cast<std::size_t>(set)];
+  }
+
+  // The set's loop depth, measured far enough to tell whether it is at least `need`: follow
+  // the chain set -> next -> ... while each group is within the next's, so that a string
+  // over the first group stays allowed one character per set (and, if the first refuses
+  // control characters, each set on the way does too). depth = 1 + the next's depth
+  // (0 without a group); a cycle allows any length.
+  std::uint16_t loop_depth(std::int32_t set, std::size_t need) {
+    constexpr std::uint32_t unbounded = std::numeric_limits<std::uint16_t>::max();
+    const Loop& first = loop(set);
+    if (first.exact || first.depth >= need) return first.depth;
+    chain_.clear();
+    std::uint32_t tail = 0;  // the depth after the chain's last set
+    bool exact = true;
+    for (std::int32_t cur = set;;) {
+      const Loop l = grouped(cur);
+      if (cur != set && (l.exact || l.depth + chain_.size() >= need)) {
+        tail = l.depth, exact = l.exact;
+        break;
+      }
+      if (l.status == on_chain) {
+        tail = unbounded;
+        break;
+      }
+      if (l.stacks == 0) break;
+      loops_[static_cast<std::size_t>(cur)].status = on_chain;
+      chain_.push_back(cur);
+      if (chain_.size() >= need) {  // far enough: the depths stay lower bounds
+        exact = false;
+        break;
+      }
+      const std::int32_t next = follow(cur);
+      const Loop n = grouped(next);
+      const bool within = (l.ascii[0] & ~n.ascii[0]) == 0 && (l.ascii[1] & ~n.ascii[1]) == 0 &&
+                          (!l.non_ascii || n.non_ascii) && (!l.refuses_controls || n.refuses_controls);
+      if (!within) break;
+      cur = next;
+    }
+    if (chain_.empty()) loops_[static_cast<std::size_t>(set)].exact = true;  // no group: depth 0
+    for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
+      tail = std::min(tail + 1, unbounded);
+      Loop& l = loops_[static_cast<std::size_t>(*it)];
+      l.depth = static_cast<std::uint16_t>(tail), l.exact = exact, l.status = grouped_loop;
+    }
+    return loops_[static_cast<std::size_t>(set)].depth;
   }
 
   // Whether a stack of `set` can match some code point in [lo, hi].
@@ -145,6 +218,8 @@ class Automaton {
 
  private:
   static constexpr std::size_t max_nodes = std::size_t{1} << 22, max_sets = std::size_t{1} << 16;
+  static constexpr std::uint32_t max_grouped = 32;  // stacks in a set stepped by groups (a bit each)
+  enum : std::uint8_t { unknown_loop, grouped_loop, on_chain };
 
   struct Node {
     std::uint32_t pos;     // an element of kind Chars (what to match) or, below the top, Rule/Chars
@@ -158,6 +233,84 @@ class Automaton {
     bool uniform_beyond_ascii;
     bool any_beyond_ascii;
   };
+
+  bool item_holds(std::int32_t item, char32_t c) const {
+    return item >= 0 && g_->charsets[g_->elements[nodes_[static_cast<std::size_t>(item)].pos].index].contains(c);
+  }
+  std::uint32_t holds_mask(std::int32_t set, char32_t c) const {
+    const Set s = sets_[static_cast<std::size_t>(set)];
+    std::uint32_t matched = 0;
+    for (std::uint32_t i = 0; i < s.size; ++i)
+      if (item_holds(items_[s.offset + i], c)) matched |= std::uint32_t{1} << i;
+    return matched;
+  }
+
+  // The set's group (Note [Loops]) found once: the stacks holding the code points beyond
+  // ASCII when each class holds all or none of them (a string's characters), else the
+  // stacks holding the most ASCII characters; its characters are those held by exactly
+  // those stacks.
+  Loop grouped(std::int32_t set) {
+    if (loops_.size() < sets_.size()) loops_.resize(sets_.size());
+    if (loops_[static_cast<std::size_t>(set)].status != unknown_loop) return loops_[static_cast<std::size_t>(set)];
+    Loop l;
+    l.status = grouped_loop;
+    const Set s = sets_[static_cast<std::size_t>(set)];
+    if (s.size <= max_grouped) {
+      // ASCII split into blocks by which stacks hold its characters, one stack at a time.
+      struct Block {
+        std::array<std::uint64_t, 2> chars;
+        std::uint32_t stacks;
+      };
+      std::array<Block, 129> blocks;
+      std::size_t n = 1;
+      blocks[0] = {{~std::uint64_t{0}, ~std::uint64_t{0}}, 0};
+      for (std::uint32_t i = 0; i < s.size; ++i) {
+        const std::int32_t item = items_[s.offset + i];
+        if (item < 0) continue;
+        const auto& cls = g_->charsets[g_->elements[nodes_[static_cast<std::size_t>(item)].pos].index].ascii;
+        for (std::size_t k = 0, old = n; k < old; ++k) {
+          const std::array<std::uint64_t, 2> in = {blocks[k].chars[0] & cls[0], blocks[k].chars[1] & cls[1]};
+          const std::array<std::uint64_t, 2> out = {blocks[k].chars[0] & ~cls[0], blocks[k].chars[1] & ~cls[1]};
+          if ((in[0] | in[1]) == 0) continue;
+          if (out[0] | out[1]) blocks[n++] = {out, blocks[k].stacks};
+          blocks[k] = {in, blocks[k].stacks | std::uint32_t{1} << i};
+        }
+      }
+      const bool beyond = s.uniform_beyond_ascii && s.any_beyond_ascii;
+      std::uint32_t group = beyond ? holds_mask(set, 0x80) : 0;
+      int best = 0;
+      for (std::size_t k = 0; k < n && !beyond; ++k) {
+        const int size = std::popcount(blocks[k].chars[0]) + std::popcount(blocks[k].chars[1]);
+        if (blocks[k].stacks != 0 && size > best) best = size, group = blocks[k].stacks;
+      }
+      if (group != 0) {
+        std::array<std::uint64_t, 2> refused{};
+        for (std::size_t k = 0; k < n; ++k) {
+          if (blocks[k].stacks == group) l.ascii = blocks[k].chars;
+          if (blocks[k].stacks == 0) refused = blocks[k].chars;
+        }
+        constexpr std::array<std::uint64_t, 2> controls = {0xFFFFFFFFull, std::uint64_t{1} << 63};  // 00..1F, 7F
+        l.refuses_controls = (controls[0] & ~refused[0]) == 0 && (controls[1] & ~refused[1]) == 0;
+        l.non_ascii = beyond;
+        l.stacks = group;
+      }
+    }
+    loops_[static_cast<std::size_t>(set)] = l;
+    return l;
+  }
+
+  // The set the group of `set` leads to, made on first use (with the steps of the group's
+  // ASCII characters, known then too).
+  std::int32_t follow(std::int32_t set) {
+    const auto at = static_cast<std::size_t>(set);
+    if (loops_[at].next == 0) {
+      const std::int32_t next = step_matching(set, loops_[at].stacks);
+      loops_[at].next = next;
+      for (char32_t c = 0; c < 128; ++c)
+        if ((loops_[at].ascii[c >> 6] >> (c & 63)) & 1) ascii_next_[at * 128 + c] = next;
+    }
+    return loops_[at].next;
+  }
 
   std::int32_t copy_stack(const Automaton& from, std::int32_t n) {
     if (n < 0) return -1;
@@ -246,10 +399,12 @@ class Automaton {
   std::vector<std::int32_t> items_;
   std::unordered_map<std::string, std::int32_t> set_ids_;
   std::vector<std::int32_t> ascii_next_;                     // set * 128 + c -> set
-  FlatMap other_next_;                     // set << 32 | classes holding c -> set
+  FlatMap grouped_next_;                   // set << 32 | stacks holding c -> set
   std::vector<std::int32_t> beyond_ascii_next_;  // set -> set, for uniform_beyond_ascii sets
   std::vector<std::int32_t> scratch_;
   std::vector<std::uint32_t> expanded_;  // node -> epoch of the expansion that met it
+  std::vector<Loop> loops_;              // set -> its loop (Note [Loops])
+  std::vector<std::int32_t> chain_;
   std::uint32_t epoch_ = 0;
   std::int32_t start_ = 0;
 };
@@ -277,7 +432,10 @@ int utf8_length(std::uint8_t b) {
 // (what is left to check: the second byte after E0, ED, F0, F4).
 class ByteAutomaton {
  public:
-  explicit ByteAutomaton(const Grammar& g) : sets_(g) { reset(sets_.start(), {}); }
+  explicit ByteAutomaton(const Grammar& g) : sets_(g) {
+    table_.reserve(256 * 1024);  // a mask's walk makes hundreds of states: grow without copying (pages come on use)
+    reset(sets_.start(), {});
+  }
 
   std::int32_t start() const { return start_; }
   std::int32_t next(std::int32_t id, std::uint8_t b) {
@@ -295,6 +453,41 @@ class ByteAutomaton {
   bool can_continue(std::int32_t id) const {
     const State& s = states_[static_cast<std::size_t>(id)];
     return s.pending > 0 || sets_.has_stacks(s.set);
+  }
+
+  // What state `id` makes of the trie subtree of `node` without visiting it (Note [Loops]):
+  // Whole, every token allowed: its bytes are all in the set's group, a valid UTF-8
+  // continuation from where the state stands in a character, and no deeper than the group
+  // stays allowed. AboveControls: the same holds for the subtree cut at control characters,
+  // and the group's sets refuse them, so exactly the tokens below its first control bytes
+  // are refused. Walk: visit the node.
+  enum class Skip { Walk, Whole, AboveControls };
+  // The loop depth of state `id` (measured up to 255 bytes, the most a trie node's
+  // least_depth says), or the largest there is when it is longer: then ask skip().
+  std::uint16_t known_depth(std::int32_t id) {
+    Reach& r = reach_of(id);
+    if (!r.exact && r.depth < 255) {
+      r.depth = sets_.loop_depth(r.set, 255);
+      r.exact = sets_.loop(r.set).exact;
+    }
+    return r.exact ? r.depth : std::numeric_limits<std::uint16_t>::max();
+  }
+  Skip skip(std::int32_t id, const Vocabulary& v, std::size_t node) {
+    Reach& r = reach_of(id);
+    if (r.exact && v.least_depth(node) > r.depth) return Skip::Walk;  // too deep, known from the node's record
+    const auto reaches = [&](const Subtree& t, std::size_t need) {
+      if (!(t.utf8_ok & r.phase) || !t.bytes_within(r.ascii, r.non_ascii)) return false;
+      if (need > r.depth && !r.exact) {
+        r.depth = sets_.loop_depth(r.set, need);
+        r.exact = sets_.loop(r.set).exact;
+      }
+      return need <= r.depth;
+    };
+    if (reaches(v.below(node), v.below(node).height)) return Skip::Whole;
+    // A control byte comes after at most `height` bytes: in a set of the chain (one short of
+    // the depth), which refuses it.
+    if (r.refuses_controls && reaches(v.above_controls(node), v.above_controls(node).height + 1u)) return Skip::AboveControls;
+    return Skip::Walk;
   }
 
   std::vector<std::uint64_t>* cached_mask(std::int32_t id) {
@@ -330,6 +523,7 @@ class ByteAutomaton {
     states_.clear();
     ids_ = FlatMap();
     table_.clear();
+    reach_.clear();
     masks_.clear();
     intern(State{});  // 0: dead
     current.set = set;
@@ -363,6 +557,19 @@ class ByteAutomaton {
     return char32_t{0x1} << (6 * (done - 1));  // E1 80 / F1 80 / F1 80 80
   }
 
+  // Where a state stands inside a character (its lead's bits tell E0, ED, F0, F4 apart; a
+  // canonical() partial keeps them).
+  static Utf8Phase phase(const State& s) {
+    if (s.pending == 0) return Utf8Phase::Clean;
+    if (s.length - s.pending == 1) {
+      if (s.length == 3 && s.partial == 0x0) return Utf8Phase::AfterE0;
+      if (s.length == 3 && s.partial == 0xD) return Utf8Phase::AfterED;
+      if (s.length == 4 && s.partial == 0x0) return Utf8Phase::AfterF0;
+      if (s.length == 4 && s.partial == 0x4) return Utf8Phase::AfterF4;
+    }
+    return static_cast<Utf8Phase>(static_cast<int>(Utf8Phase::Clean) + s.pending);  // Need1..3
+  }
+
   // One byte of UTF-8 over the set DFA (set 0 when refused).
   State step(State s, std::uint8_t b) {
     if (s.pending == 0) {
@@ -394,6 +601,27 @@ class ByteAutomaton {
   std::vector<State> states_;
   FlatMap ids_;                     // packed State -> id
   std::vector<std::int32_t> table_;  // id * 256 + byte -> id
+  // A state's set's loop (Note [Loops]) and its UTF-8 phase, for skip().
+  struct Reach {
+    std::array<std::uint64_t, 2> ascii;
+    std::int32_t set;
+    std::uint16_t depth;
+    std::uint8_t phase;  // 1 << Utf8Phase; 0: not filled yet
+    bool non_ascii, exact, refuses_controls;
+  };
+  Reach& reach_of(std::int32_t id) {
+    if (static_cast<std::size_t>(id) >= reach_.size()) reach_.resize(states_.size());
+    Reach& r = reach_[static_cast<std::size_t>(id)];
+    if (r.phase == 0) r = reach(id);
+    return r;
+  }
+  Reach reach(std::int32_t id) {
+    const State s = states_[static_cast<std::size_t>(id)];
+    const auto& loop = sets_.loop(s.set);
+    return {loop.ascii,     s.set,      loop.depth, static_cast<std::uint8_t>(1u << static_cast<int>(phase(s))),
+            loop.non_ascii, loop.exact, loop.refuses_controls};
+  }
+  std::vector<Reach> reach_;
   std::unordered_map<std::int32_t, std::vector<std::uint64_t>> masks_;
   std::int32_t start_ = 0;
 };
@@ -452,30 +680,85 @@ std::size_t Matcher::allowed_prefix(std::span<const TokenId> ids) {
   return ids.size();
 }
 
+namespace {
+constexpr std::size_t min_skipped = 16;  // trie nodes
+}  // namespace
+
 std::span<const std::uint64_t> Matcher::allowed() {
   FUCINA_CHECK(vocab_ != nullptr, InvalidArgument, "[grammar] token masks need a vocabulary");
   ByteAutomaton& a = *automaton_;
   if (const auto* m = a.cached_mask(state_)) return *m;
-  std::vector<std::uint64_t>& bits = a.new_mask(state_);
   const Vocabulary& v = *vocab_;
-  bits.assign((v.size() + 63) / 64, 0);
-  const auto set_bit = [&](TokenId id) { bits[static_cast<std::size_t>(id) >> 6] |= std::uint64_t{1} << (id & 63); };
-  // One pass over the trie in preorder; at[d]: the state after the first d bytes.
+  // One pass over the trie in preorder, collecting the allowed tokens as runs of the trie
+  // order; a subtree the state allows whole (Note [Loops]) is one run, one allowed but for
+  // its control-character branches a few, neither visited.
+  // at[d]: the state after the first d bytes.
+  // loop_depth[d]: at[d]'s loop depth (the largest there is when not known: ask); a
+  // subtree whose least_depth is more is walked without asking.
   std::vector<std::int32_t> at(v.max_depth() + 1);
+  std::vector<std::uint16_t> loop_depth(v.max_depth() + 1);
   at[0] = state_;
+  loop_depth[0] = a.known_depth(state_);
+  runs_.clear();
+  const auto allow = [&](std::uint32_t begin, std::uint32_t end) {
+    if (begin == end) return;
+    if (!runs_.empty() && runs_.back().second == begin) runs_.back().second = end;
+    else runs_.emplace_back(begin, end);
+  };
   for (std::size_t node = 1; node < v.nodes();) {
     const std::size_t d = v.depth(node);
+    // (A small subtree is cheaper to walk than to ask about.)
+    const ByteAutomaton::Skip skip =
+        v.subtree_end(node) - node >= min_skipped && v.least_depth(node) <= loop_depth[d - 1] ? a.skip(at[d - 1], v, node)
+                                                                                        : ByteAutomaton::Skip::Walk;
+    if (skip != ByteAutomaton::Skip::Walk) {
+      std::uint32_t from = v.first_token(node);
+      if (skip == ByteAutomaton::Skip::AboveControls) {
+        v.for_each_control_root(node, [&](std::size_t k) {
+          allow(from, v.first_token(k));
+          from = v.first_token(v.subtree_end(k));
+        });
+      }
+      allow(from, v.first_token(v.subtree_end(node)));
+      node = v.subtree_end(node);
+      continue;
+    }
     const std::int32_t s = a.next(at[d - 1], v.byte(node));
     if (s == 0) {
       node = v.subtree_end(node);
       continue;
     }
     at[d] = s;
-    for (const TokenId id : v.tokens_at(node)) set_bit(id);
+    loop_depth[d] = a.known_depth(s);
+    allow(v.first_token(node), v.first_token(node + 1));
     ++node;
   }
+  // The bits by token id: the runs set one by one, or, when they hold most tokens, all set
+  // and the gaps between them cleared.
+  std::vector<std::uint64_t>& bits = a.new_mask(state_);
+  std::size_t n_allowed = 0;
+  for (const auto& [begin, end] : runs_) n_allowed += end - begin;
+  const auto set_bit = [&](TokenId id, bool on) {
+    const std::uint64_t bit = std::uint64_t{1} << (id & 63);
+    if (on) bits[static_cast<std::size_t>(id) >> 6] |= bit;
+    else bits[static_cast<std::size_t>(id) >> 6] &= ~bit;
+  };
+  const auto set_range = [&](std::uint32_t begin, std::uint32_t end, bool on) {
+    for (std::uint32_t i = begin; i < end; ++i) set_bit(v.token_in_trie_order(i), on);
+  };
+  if (2 * n_allowed <= v.tokens_in_trie()) {
+    bits.assign((v.size() + 63) / 64, 0);
+    for (const auto& [begin, end] : runs_) set_range(begin, end, true);
+  } else {
+    bits.assign((v.size() + 63) / 64, ~std::uint64_t{0});
+    if (v.size() % 64) bits.back() = (std::uint64_t{1} << (v.size() % 64)) - 1;
+    for (const TokenId id : v.outside_trie()) set_bit(id, false);
+    std::uint32_t gap = 0;
+    for (const auto& [begin, end] : runs_) set_range(gap, begin, false), gap = end;
+    set_range(gap, static_cast<std::uint32_t>(v.tokens_in_trie()), false);
+  }
   if (complete())
-    for (const TokenId id : v.end_tokens()) set_bit(id);
+    for (const TokenId id : v.end_tokens()) set_bit(id, true);
   return bits;
 }
 
@@ -494,8 +777,9 @@ std::size_t Matcher::mask(std::span<float> logits) {
       std::fill_n(logits.begin() + static_cast<std::ptrdiff_t>(base), len, refused);
       continue;
     }
-    for (std::size_t i = 0; i < len; ++i)
-      if (!((word >> i) & 1)) logits[base + i] = refused;
+    const std::uint64_t in_row = len == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << len) - 1;
+    for (std::uint64_t off = ~word & in_row; off; off &= off - 1)
+      logits[base + static_cast<std::size_t>(std::countr_zero(off))] = refused;
   }
   // Rows past the tokenizer's vocabulary (a model's padding) are never allowed.
   std::fill(logits.begin() + static_cast<std::ptrdiff_t>(n), logits.end(), refused);

@@ -121,7 +121,12 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
       const SeqId seq = batch.seq_ids[s];
       const std::int64_t r0 = batch.seq_starts[s], n = batch.seq_starts[s + 1] - r0, n_past = cache.size(seq);
       cache.store(ctx, layer, seq, narrow<"seq">(k, r0, n), narrow<"seq">(v, r0, n));
-      if (one_row_path(c, cache.type(), n))
+      if (n > 1 && one_row_arithmetic() && one_row_path(c, cache.type(), 1)) {  // Note [One-row arithmetic]
+        for (std::int64_t r = 0; r < n; ++r)
+          one_row.push_back({.r0 = r0 + r, .n = 1, .n_past = n_past + r,
+                             .kv_chunk = split_decode_chunk(1, n_past + r + 1, cache.capacity(), ctx.threads()),
+                             .kv = cache.view(layer, seq)});
+      } else if (one_row_path(c, cache.type(), n))
         one_row.push_back({.r0 = r0, .n = n, .n_past = n_past,
                            .kv_chunk = split_decode_chunk(n, n_past + n, cache.capacity(), ctx.threads()),
                            .kv = cache.view(layer, seq)});
@@ -134,9 +139,14 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
     for (const std::size_t s : tiled) {  // long prompt chunks: gathered once, tiled kernel
       const SeqId seq = batch.seq_ids[s];
       const std::int64_t r0 = batch.seq_starts[s], n = batch.seq_starts[s + 1] - r0, n_kv = cache.size(seq) + n;
-      const auto os = tiled_attention(ctx, narrow<"seq">(qc, r0, n), cache.keys(ctx, layer, seq, n_kv),
-                                      cache.values(ctx, layer, seq, n_kv), n_kv - n, scale);
-      std::copy_n(os.data().data(), n * row, o.mutable_data().data() + r0 * row);
+      // Under one-row arithmetic (an f32 cache), each row alone over the keys up to it.
+      const std::int64_t step = one_row_arithmetic() ? 1 : n;
+      for (std::int64_t r = 0; r < n; r += step) {
+        const std::int64_t m = std::min(step, n - r), keys = n_kv - n + r + m;
+        const auto os = tiled_attention(ctx, narrow<"seq">(qc, r0 + r, m), cache.keys(ctx, layer, seq, keys),
+                                        cache.values(ctx, layer, seq, keys), keys - m, scale);
+        std::copy_n(os.data().data(), m * row, o.mutable_data().data() + (r0 + r) * row);
+      }
     }
   } else if (batch.cache) {
     KvCache& cache = *batch.cache;

@@ -287,22 +287,32 @@ void matmul_ggml(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int
   // Small jobs run inline: waking workers costs more than a few thousand MACs.
   const std::int64_t grain = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, k * n_rows));
 #if FUCINA_ARCH_AVX512
-  if (n_rows == 1 && order == GgmlOrder::vec && k % 64 == 0) {
-    // Decode: one x row, rows of w streamed once; 16 rows folded together (bit for bit
-    // dot_ggml's fold) so the per-row tail is a few shuffles.
+  if (order == GgmlOrder::vec && k % 64 == 0) {
+    // Decode (and one-row arithmetic's rows, Note [One-row arithmetic]): rows of w streamed
+    // once; 16 of them folded together (bit for bit dot_ggml's fold) so the per-row tail is
+    // a few shuffles. Several x rows go over the 16 in pairs (each weight widened once per
+    // pair, still in L1), each pair's sums those of one row alone.
     const W* w_end = w + (n_out - 1) * w_stride + k;
     pool.parallel_range(n_out, std::max<std::int64_t>(16, grain), [&](std::int64_t b, std::int64_t e) {
-      __m512 v[16];
+      __m512 v[16], v1[16];
       std::int64_t o = b;
       for (; o + 16 <= e; o += 16) {
-        const bool ahead = reinterpret_cast<const char*>(w + (o + 15) * w_stride + k) + kStreamAhead <=
-                           reinterpret_cast<const char*>(w_end);
+        std::int64_t xr = 0;
+        for (; xr + 2 <= n_rows; xr += 2) {
+          for (int r = 0; r < 16; ++r) vec_order_lanes2(w + (o + r) * w_stride, x + xr * k, x + (xr + 1) * k, k, v[r], v1[r]);
+          fold16x16(v, y + xr * n_out + o);
+          fold16x16(v1, y + (xr + 1) * n_out + o);
+        }
+        if (xr == n_rows) continue;
+        const bool ahead = n_rows == 1 && reinterpret_cast<const char*>(w + (o + 15) * w_stride + k) + kStreamAhead <=
+                                              reinterpret_cast<const char*>(w_end);
         for (int r = 0; r < 16; ++r)
-          v[r] = ahead ? vec_order_lanes<true>(w + (o + r) * w_stride, x, k)
-                       : vec_order_lanes(w + (o + r) * w_stride, x, k);
-        fold16x16(v, y + o);
+          v[r] = ahead ? vec_order_lanes<true>(w + (o + r) * w_stride, x + xr * k, k)
+                       : vec_order_lanes(w + (o + r) * w_stride, x + xr * k, k);
+        fold16x16(v, y + xr * n_out + o);
       }
-      for (; o < e; ++o) y[o] = dot_ggml(w + o * w_stride, x, k, order);
+      for (; o < e; ++o)
+        for (std::int64_t xr = 0; xr < n_rows; ++xr) y[xr * n_out + o] = dot_ggml(w + o * w_stride, x + xr * k, k, order);
     });
     return;
   }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "fucina/kernels/arch.hpp"
+#include "fucina/kernels/expf.hpp"
 #include "fucina/model/f16_matmul.hpp"
 #include "fucina/quant/blocks_legacy.hpp"
 #include "fucina/quant/vec_dot.hpp"
@@ -21,35 +22,38 @@ namespace {
 inline float h2f(Half h) { return half_to_float(h.bits); }
 inline float round_half(float f) { return half_to_float(float_to_half(f)); }
 
+constexpr int kPair = kMaxVecRowQueries;  // query rows per task (they share a KV head)
+static_assert(kPair == 2);
+constexpr std::int64_t kRun = 16;         // keys scored, softmaxed and accumulated together
+
 // The online softmax of one query row over its keys so far: the running max and sum.
 struct SoftmaxState {
   float max = -std::numeric_limits<float>::infinity(), sum = 0.f;
 };
 
-// The online softmax's per-key factors of n more keys of one query row, computed before any
-// value is touched: the running max only depends on the scores. Key j (score dots[j] ·
-// scale) rescales the running output by ms[j] (1 unless it is a new max) and adds value j
-// weighted by vs[j].
+// The online softmax's per-key factors of n <= kRun more keys of one query row, computed
+// before any value is touched: the running max only depends on the scores. Key j (score
+// dots[j] · scale) rescales the running output by ms[j] (1 unless it is a new max) and adds
+// value j weighted by vs[j]. One of the two is an expf, of -|s - max| (ggml's order of
+// operands); all of a run's go through the vectorized libm expf at once (Note [glibc expf]).
 void softmax_steps(const float* dots, float scale, std::int64_t n, float* ms, float* vs, SoftmaxState& st) {
+  float arg[kRun], e[kRun];
+  bool new_max[kRun];
   for (std::int64_t j = 0; j < n; ++j) {
     const float s = dots[j] * scale;
-    float a = 1.f, b = 1.f;
-    if (s > st.max) {
-      a = std::exp(st.max - s);
-      st.max = s;
-    } else {
-      b = std::exp(s - st.max);
-    }
-    ms[j] = a;
-    vs[j] = b;
-    st.sum = std::fma(st.sum, a, b);
+    new_max[j] = s > st.max;
+    arg[j] = new_max[j] ? st.max - s : s - st.max;
+    if (new_max[j]) st.max = s;
+  }
+  kernels::expf_glibc(arg, e, n);
+  for (std::int64_t j = 0; j < n; ++j) {
+    ms[j] = new_max[j] ? e[j] : 1.f;
+    vs[j] = new_max[j] ? 1.f : e[j];
+    st.sum = std::fma(st.sum, ms[j], vs[j]);
   }
 }
 float inverse(float sum) { return sum == 0.f ? 0.f : 1.f / sum; }
 
-constexpr int kPair = kMaxVecRowQueries;  // query rows per task (they share a KV head)
-static_assert(kPair == 2);
-constexpr std::int64_t kRun = 16;         // keys scored, softmaxed and accumulated together
 
 // The running outputs acc[g] (f32 values, each exactly an f16) of g_count rows over n more
 // value rows (ggml_vec_scale_f16 / ggml_vec_mad_f16 per key: acc = f16(acc · ms), then

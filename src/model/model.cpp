@@ -145,8 +145,9 @@ Tensor<"seq", "vocab"> Model::forward_batch(Context& ctx, PagedKvCache& cache, s
                  cache.size(chunk.seq), n, cache.capacity());
     for (std::int64_t i = 0; i < n; ++i) pos.push_back(static_cast<std::int32_t>(cache.size(chunk.seq) + i));
     ids.insert(ids.end(), chunk.ids.begin(), chunk.ids.end());
+    for (std::int64_t r = chunk.every_row ? starts.back() : starts.back() + n - 1; r < starts.back() + n; ++r)
+      out_rows.push_back(r);
     starts.push_back(starts.back() + n);
-    out_rows.push_back(starts.back() - 1);
     seqs.push_back(chunk.seq);
   }
   for (const SeqChunk& chunk : chunks) cache.reserve(chunk.seq, static_cast<std::int64_t>(chunk.ids.size()));

@@ -87,6 +87,19 @@ void PagedKvCache::close(SeqId seq) {
   s = {};
 }
 
+void PagedKvCache::truncate(SeqId seq, std::int64_t n) {
+  at(seq);
+  Sequence& s = seqs_[static_cast<std::size_t>(seq)];
+  if (n >= s.size) return;
+  FUCINA_CHECK(n >= 0, InvalidArgument, "[kv_cache] cannot keep {} positions", n);
+  const auto keep = static_cast<std::size_t>((n + block_size_ - 1) / block_size_);
+  FUCINA_CHECK(n % block_size_ == 0 || refs_[static_cast<std::size_t>(s.blocks[keep - 1])] == 1, InvalidArgument,
+               "[kv_cache] cannot cut sequence {} at {} inside a block it shares", seq, n);
+  for (std::size_t b = keep; b < s.blocks.size(); ++b) release(s.blocks[b]);
+  s.blocks.resize(keep);
+  s.size = n;
+}
+
 std::int64_t PagedKvCache::blocks_needed(SeqId seq, std::int64_t n) const {
   const Sequence& s = at(seq);
   return std::max<std::int64_t>(0, (s.size + n + block_size_ - 1) / block_size_ - static_cast<std::int64_t>(s.blocks.size()));

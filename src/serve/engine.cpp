@@ -65,6 +65,8 @@ void BatchEngine::end(Job& job, const JobOutcome& outcome) {
     totals_.jobs_done += 1;
     totals_.prompt_tokens += outcome.result.timings.prompt_tokens;
     totals_.generated_tokens += outcome.result.timings.gen_tokens;
+    totals_.drafted_tokens += outcome.result.timings.drafted;
+    totals_.accepted_tokens += outcome.result.timings.accepted;
   }
   if (job.on_done) job.on_done(outcome);
 }

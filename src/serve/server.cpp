@@ -477,6 +477,8 @@ void Server::Impl::metrics(httplib::Response& res) {
     metric("fucina_tokens_per_second", "gauge", "Generated tokens per second the engine was busy, since start.",
            s.busy_seconds > 0 ? static_cast<double>(s.generated_tokens) / s.busy_seconds : 0.0);
     metric("fucina_steps_total", "counter", "Engine steps (each one forward pass over all running sequences).", s.steps);
+    metric("fucina_drafted_tokens_total", "counter", "Tokens drafted for speculative verification.", s.drafted_tokens);
+    metric("fucina_accepted_tokens_total", "counter", "Drafted tokens that were the tokens sampled.", s.accepted_tokens);
     metric("fucina_kv_blocks_total", "gauge", "KV cache blocks shared by all sequences.", s.kv_blocks_total);
     metric("fucina_kv_blocks_free", "gauge", "KV cache blocks no sequence holds.", s.kv_blocks_free);
   }

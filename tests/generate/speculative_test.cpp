@@ -3,7 +3,8 @@
 // byte-identical to plain decoding on every synth architecture and weight format and on
 // the shared models, seeded sampling identical too, the sampled distribution exactly the
 // model's (chi-square over seeds), grammars cutting the drafts they refuse, and `fucina run
-// --spec` printing the same bytes either way.
+// --spec` printing the same bytes either way. Note [Speculative batches]: concurrent
+// sequences of a BatchGenerator, each speculating, print what plain decoding prints.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -11,9 +12,11 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "fucina/generate/batch_generator.hpp"
 #include "fucina/generate/draft.hpp"
 #include "fucina/generate/draft_length.hpp"
 #include "fucina/generate/generator.hpp"
@@ -84,6 +87,28 @@ TEST(DraftLength, FollowsTheAcceptanceRateAndGatesWhenItIsLow) {
   EXPECT_EQ(capped.next(), 3);
 }
 
+// Note [Draft length]: the row cost follows the forwards' times (given here, not measured):
+// rows that cost half a plain step each make drafts of a ~50% acceptance rate not pay, and
+// shorten those of a high one; in a batch the plain step has a row per sequence.
+TEST(DraftLength, TheRowCostFollowsTheTimedForwards) {
+  DraftLength cheap({.draft_max = 16, .draft_min = 1}), dear({.draft_max = 16, .draft_min = 1});
+  for (int i = 0; i < 60; ++i) {
+    cheap.record(2, 1), dear.record(2, 1);      // a ~ 0.5
+    dear.timed(1, 1, 1e-3), dear.timed(1, 9, 5e-3);  // 8 extra rows: 4 plain steps more
+  }
+  EXPECT_NEAR(cheap.row_cost(), DraftLength::kRowCost, 1e-12) << "untimed: the start value";
+  EXPECT_NEAR(dear.row_cost(), 0.5, 0.01);
+  EXPECT_GE(cheap.next(), 1);
+  EXPECT_EQ(dear.next(), 0) << "rows at half a step do not pay at a ~ 0.5";
+  for (int i = 0; i < 60; ++i) cheap.record(10, 9), dear.record(10, 9);  // a ~ 0.9
+  EXPECT_GE(dear.next(), 1);
+  EXPECT_LE(dear.next(), 6);
+  EXPECT_GT(cheap.next(), dear.next() + 2);
+  DraftLength batch({.draft_max = 16, .draft_min = 1});
+  for (int i = 0; i < 60; ++i) batch.timed(4, 4, 2e-3), batch.timed(4, 12, 3e-3);  // 8 extra rows: half a step more
+  EXPECT_NEAR(batch.row_cost(), 0.0625, 0.005);
+}
+
 TEST(DraftLength, BadLengthsAreClearErrors) {
   EXPECT_THROW(DraftLength({.draft_max = 4, .draft_min = 0}), Error);
   EXPECT_THROW(DraftLength({.draft_max = 2, .draft_min = 3}), Error);
@@ -147,15 +172,25 @@ void expect_same(const Pair& p, const std::string& what) {
 
 const sample::SamplerConfig kGreedy{.temperature = 0.f};
 
-class SpeculativeFormats : public ::testing::TestWithParam<test::SynthCase> {};
+// The case's synth model, loaded.
+class SpeculativeFormats : public ::testing::TestWithParam<test::SynthCase> {
+ protected:
+  void SetUp() override {
+    const auto path = test::make_synth_model(GetParam(), "spec");
+    model_.emplace(model::Model::load(path));
+    std::filesystem::remove(path);
+    tok_.emplace(tokenizer::load_tokenizer_data(model_->file()));
+  }
+  Context ctx_{{.threads = 2}};
+  std::optional<model::Model> model_;
+  std::optional<tokenizer::Tokenizer> tok_;
+};
 
 TEST_P(SpeculativeFormats, GreedyIsPlainDecodingByteForByte) {
   const auto& c = GetParam();
-  Context ctx({.threads = 2});
-  const auto path = test::make_synth_model(c, "spec");
-  const auto m = model::Model::load(path);
-  std::filesystem::remove(path);
-  const tokenizer::Tokenizer tok(tokenizer::load_tokenizer_data(m.file()));
+  const model::Model& m = *model_;
+  const tokenizer::Tokenizer& tok = *tok_;
+  Context& ctx = ctx_;
   std::int64_t verified = 0, accepted = 0;
   for (const model::KvType kv : {model::KvType::f16, model::KvType::f32}) {
     // A 1024 context: past 256 cached positions the one-row forward splits (Note [split decode]).
@@ -316,6 +351,115 @@ TEST_F(SpeculativeTiny, ContextFullAndMaxTokensStopWherePlainDecodingStops) {
   expect_same(full, "context full");
   EXPECT_EQ(full.spec.reason, generate::StopReason::ContextFull);
   for (const std::int64_t n : {1, 2, 7, 33}) expect_same(both(*model_, *tok_, ctx_, prompt, {.max_tokens = n}, greedy()), fmt::format("max {}", n));
+}
+
+// ---- batches (Note [Speculative batches]) ----
+
+// Copy-task prompts of different lengths over one model, each request with its own length.
+struct BatchCase {
+  std::vector<std::vector<TokenId>> prompts;
+  std::vector<Request> requests;
+};
+
+BatchCase copy_batch(const model::Model& m, const tokenizer::Tokenizer& tok, Context& ctx) {
+  Generator plain(m, tok, ctx, {.n_ctx = 512, .sampling = kGreedy, .speculative = {.enabled = false}});
+  BatchCase c;
+  const char* seeds[] = {"The quick brown fox jumps over the lazy dog.", "It was the best of times,", "one two three four five",
+                         "Once upon a time, in a small village,", "zzz"};
+  for (std::size_t i = 0; i < std::size(seeds); ++i) {
+    c.prompts.push_back(copy_prompt(plain, tok.encode(seeds[i], {.add_special = true}), 30 + 20 * static_cast<std::int64_t>(i)));
+    c.requests.push_back({.max_tokens = 50 + 15 * static_cast<std::int64_t>(i), .ignore_eos = i != 2});
+  }
+  return c;
+}
+
+// The requests run together, 3 at once (requests queued behind the slots, prompts sharing
+// steps with other sequences' decode rows); a small n_batch splits prompts across steps.
+std::vector<Result> run_batch(const model::Model& m, const tokenizer::Tokenizer& tok, Context& ctx, const BatchCase& c,
+                              sample::SamplerConfig sampling, bool spec, std::int64_t n_batch,
+                              model::KvType kv = model::KvType::f16) {
+  generate::BatchGenerator b(m, tok, ctx,
+                             {.n_parallel = 3, .n_ctx = 512, .n_batch = n_batch, .kv_type = kv, .sampling = sampling,
+                              .speculative = {.enabled = spec}});
+  for (std::size_t i = 0; i < c.prompts.size(); ++i) {
+    Request r = c.requests[i];
+    r.sampling = sampling;
+    if (sampling.temperature > 0) r.sampling->seed = sampling.seed + i;
+    b.add(c.prompts[i], std::move(r));
+  }
+  auto results = b.run();
+  EXPECT_EQ(b.cache().free_blocks(), b.cache().total_blocks()) << "a sequence kept blocks after it finished";
+  return results;
+}
+
+// Each sequence's greedy output equals its solo plain decoding (Generator, speculation
+// off): its decode rows, drafted or not, are its one-token forwards whatever else the step
+// runs (here: whole prompts of the requests admitted later). On every synth architecture
+// and format, f16 and f32 KV. (A prompt split across steps runs in other chunks than a solo
+// prefill, whose logits may move in the last bits: Note [Continuous batching].)
+TEST_P(SpeculativeFormats, BatchedGreedyIsSoloPlainDecoding) {
+  const auto& tc = GetParam();
+  const model::Model& m = *model_;
+  const tokenizer::Tokenizer& tok = *tok_;
+  Context& ctx = ctx_;
+  const BatchCase c = copy_batch(m, tok, ctx);
+  std::int64_t verified = 0, accepted = 0;
+  for (const model::KvType kv : {model::KvType::f16, model::KvType::f32}) {
+    const auto batched = run_batch(m, tok, ctx, c, kGreedy, true, 512, kv);
+    for (std::size_t i = 0; i < c.prompts.size(); ++i) {
+      Generator solo(m, tok, ctx, {.n_ctx = 512, .kv_type = kv, .sampling = kGreedy, .speculative = {.enabled = false}});
+      solo.feed_prompt(c.prompts[i]);
+      const Result want = solo.generate(c.requests[i]);
+      expect_same({.plain = want, .spec = batched[i]}, fmt::format("{}, {} KV, request {}", tc.name, model::kv_type_name(kv), i));
+      verified += batched[i].timings.verify_steps;
+      accepted += batched[i].timings.accepted;
+    }
+  }
+  EXPECT_GT(verified, 0) << tc.name << ": nothing was drafted";
+  EXPECT_GT(accepted, 0) << tc.name << ": no drafted token was accepted";
+}
+
+class SpeculativeBatch : public test::TinyModelTest {};
+
+// Speculation on and off print the same bytes for concurrent sequences, greedy and seeded,
+// with prompts split across steps (a 40-token budget).
+TEST_F(SpeculativeBatch, OnAndOffPrintTheSameForConcurrentSequences) {
+  const BatchCase c = copy_batch(*model_, *tok_, ctx_);
+  for (const auto& sampling : {greedy(), sample::SamplerConfig{.temperature = 0.8f, .repeat_penalty = 1.1f, .seed = 7}}) {
+    const auto off = run_batch(*model_, *tok_, ctx_, c, sampling, false, 40);
+    const auto on = run_batch(*model_, *tok_, ctx_, c, sampling, true, 40);
+    std::int64_t verified = 0, accepted = 0;
+    for (std::size_t i = 0; i < c.prompts.size(); ++i) {
+      expect_same({.plain = off[i], .spec = on[i]}, fmt::format("temperature {}, request {}", sampling.temperature, i));
+      EXPECT_EQ(off[i].timings.verify_steps, 0);
+      verified += on[i].timings.verify_steps;
+      accepted += on[i].timings.accepted;
+    }
+    EXPECT_GT(verified, 0);
+    EXPECT_GT(accepted, 0);
+  }
+}
+
+// A grammar request among plain ones: its drafts are cut to what the grammar allows, and its
+// text is plain decoding's. A grammar that allows none of the prompt's tokens leaves only
+// drafts from its own text.
+TEST_F(SpeculativeBatch, GrammarRequestsCutTheDraftsTheyRefuse) {
+  const auto letters = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(R"(root ::= ([a-e] | " ")+ "!")"));
+  const auto prompt = ids("a b c d e a b c d e a b c d e a b c d e a b c d e a b c d e");
+  BatchCase c = copy_batch(*model_, *tok_, ctx_);
+  c.prompts.push_back(prompt);
+  c.requests.push_back({.max_tokens = 60, .grammar = letters});
+  const auto off = run_batch(*model_, *tok_, ctx_, c, greedy(), false, 40);
+  const auto on = run_batch(*model_, *tok_, ctx_, c, greedy(), true, 40);
+  for (std::size_t i = 0; i < c.prompts.size(); ++i) expect_same({.plain = off[i], .spec = on[i]}, fmt::format("request {}", i));
+  EXPECT_GT(on.back().timings.verify_steps, 0) << "the grammar request drafted nothing";
+  EXPECT_EQ(on.back().text.find_first_not_of("abcde !"), std::string::npos) << on.back().text;
+
+  const auto digits = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(R"(root ::= [0-9] [0-9] [0-9] "!")"));
+  generate::BatchGenerator b(*model_, *tok_, ctx_, {.n_parallel = 2, .n_ctx = 512, .sampling = greedy()});
+  b.add(prompt, {.max_tokens = 8, .grammar = digits});
+  const Result r = b.run()[0];
+  EXPECT_EQ(r.timings.drafted, 0) << "a drafted letter reached a row under a digits-only grammar: " << r.text;
 }
 
 TEST_F(SpeculativeTiny, CliPrintsTheSameBytesWithAndWithoutSpec) {

@@ -6,7 +6,8 @@ usage: server_test.py FUCINA_BIN WORK_DIR SUITE    (SUITE: api | concurrency | m
   api          error shapes, API key, 413, 429 with Retry-After, timeout, /metrics, /health,
                /tokenize, client-disconnect cancellation
   concurrency  32 concurrent streamed requests over 8 slots, each equal to its solo run at
-               temperature 0, run together; streams left mid-way free their sequences' KV
+               temperature 0, run together, and equal to the same streams with --spec off;
+               streams left mid-way free their sequences' KV
   malformed    >= 10,000 malformed requests (bad JSON, wrong types, huge numbers, invalid
                UTF-8, missing fields, random bytes, half-sent requests): always a 4xx or a
                closed connection, the server stays up and then serves a valid request
@@ -226,38 +227,68 @@ def suite_api():
         s.stop()
 
 
+def concurrent_streams(s, prompts):
+    """Streams every prompt at once (96 tokens each, temperature 0); each stream's (text,
+    chunks, events), checked to have finished."""
+    results = [None] * len(prompts)
+
+    def one(i):
+        try:
+            results[i] = s.stream(chat(prompts[i], max_tokens=96, ignore_eos=True))
+        except Exception as e:  # recorded, reported below
+            results[i] = ("error", repr(e), [])
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(240)
+    for i, r in enumerate(results):
+        check(r is not None and r[2] and r[2][-1] == "[DONE]", f"stream {i} did not finish: {r}")
+    return results
+
+
 def suite_concurrency():
     """32 streams at once over 8 slots: each prints its solo run's text, and they really ran
     together (generated tokens per engine step); then streams left mid-way: their sequences
     end and every KV block is free again."""
-    s = Server(q8_model("tiny-q8.gguf"), "-c", "1024", "--parallel", "8", "--max-queue", "32")
+    model = q8_model("tiny-q8.gguf")
+    for flags, want in ((["--spec", "maybe"], "--spec must be lookup or off, not 'maybe'"),
+                        (["--draft-max", "2", "--draft-min", "3"], "--draft-max 2 must be at least --draft-min 3"),
+                        (["--draft-min", "0"], "--draft-min must be at least 1, got 0")):
+        r = subprocess.run([FUCINA, "serve", model, "--port", "0", *flags], capture_output=True, text=True, timeout=30)
+        check(r.returncode == 2 and r.stderr == f"fucina serve: {want}\n", f"serve {flags}: {r.returncode} {r.stderr!r}")
+    s = Server(model, "-c", "1024", "--parallel", "8", "--max-queue", "32")
     try:
         prompts = [f"request {i}: " + "xyz"[i % 3] * (i % 7) for i in range(32)]
         # Long enough that the streams overlap however the client threads start.
         solo = [s.stream(chat(p, max_tokens=96, ignore_eos=True))[0] for p in prompts]
-        results = [None] * 32
         tokens0, steps0 = s.metric("fucina_generated_tokens_total"), s.metric("fucina_steps_total")
-
-        def one(i):
-            try:
-                results[i] = s.stream(chat(prompts[i], max_tokens=96, ignore_eos=True))
-            except Exception as e:  # recorded, reported below
-                results[i] = ("error", repr(e), [])
-
-        threads = [threading.Thread(target=one, args=(i,)) for i in range(32)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(240)
+        results = concurrent_streams(s, prompts)
         for i, r in enumerate(results):
-            check(r is not None and r[2] and r[2][-1] == "[DONE]", f"stream {i} did not finish: {r}")
             check(r is not None and r[0] == solo[i], f"stream {i}: {r and r[0]!r} != solo {solo[i]!r}")
         check(len(set(solo)) > 1, "the prompts all gave the same text: the test would not notice a mix-up")
         tokens = s.metric("fucina_generated_tokens_total") - tokens0
         steps = s.metric("fucina_steps_total") - steps0
-        print(f"concurrent: {tokens:.0f} tokens in {steps:.0f} steps", flush=True)
+        drafted, accepted = s.metric("fucina_drafted_tokens_total"), s.metric("fucina_accepted_tokens_total")
+        print(f"concurrent: {tokens:.0f} tokens in {steps:.0f} steps, {accepted:.0f} of {drafted:.0f} drafted tokens accepted",
+              flush=True)
         check(tokens == 32 * 96 and steps > 0 and tokens / steps >= 3,
               f"{tokens} tokens in {steps} steps: the streams did not run together")
+        check(accepted > 0, "no drafted token was accepted: speculation (on by default) was not exercised")
+
+        # Speculation off (Note [Speculative batches]): the same bytes, alone and concurrently
+        # (after the same solo runs: which prefixes are kept and forked is the same), nothing drafted.
+        off = Server(model, "-c", "1024", "--parallel", "8", "--max-queue", "32", "--spec", "off")
+        try:
+            for i, p in enumerate(prompts):
+                text = off.stream(chat(p, max_tokens=96, ignore_eos=True))[0]
+                check(text == solo[i], f"--spec off solo {i}: {text!r} != {solo[i]!r}")
+            for i, r in enumerate(concurrent_streams(off, prompts)):
+                check(r is not None and r[0] == solo[i], f"--spec off stream {i}: {r and r[0]!r} != {solo[i]!r}")
+            check(off.metric("fucina_drafted_tokens_total") == 0, "--spec off drafted tokens")
+        finally:
+            off.stop()
 
         # Streams left after a few chunks: each sequence is cancelled, its KV blocks freed. (The
         # engine keeps the KV of its last finished sequences for reuse: Note [Kept prefixes],

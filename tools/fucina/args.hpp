@@ -14,6 +14,7 @@
 
 #include "command.hpp"
 #include "fucina/core/thread_pool.hpp"
+#include "fucina/generate/draft_length.hpp"
 #include "fucina/model/kv_cache.hpp"
 #include "fucina/model/weights.hpp"
 
@@ -106,6 +107,36 @@ inline constexpr std::string_view moe_stream_help =
     "  --moe-stream             MoE models: read the routed experts from the file on demand\n"
     "                           into a bounded cache instead of mapping them (same logits)\n"
     "  --moe-cache MB           the expert cache for --moe-stream (implies it; default 4096)\n";
+
+// The speculative decoding flags run and serve share (Note [Speculative decoding]):
+// --spec lookup|off, --draft-max N, --draft-min N (args[i]; a value advances i); false when
+// args[i] is not one of them. check_spec_flags() once all are read.
+inline bool parse_spec_flag(std::span<char* const> args, std::size_t& i, generate::SpeculativeOptions& o) {
+  const std::string_view a = args[i];
+  if (a == "--spec") {
+    const std::string mode = flag_value(args, i);
+    if (mode != "lookup" && mode != "off") throw UsageError{fmt::format("--spec must be lookup or off, not '{}'", mode)};
+    o.enabled = mode == "lookup";
+  } else if (a == "--draft-max") {
+    o.draft_max = parse_num<std::int32_t>(a, flag_value(args, i));
+  } else if (a == "--draft-min") {
+    o.draft_min = parse_num<std::int32_t>(a, flag_value(args, i));
+  } else {
+    return false;
+  }
+  return true;
+}
+inline void check_spec_flags(const generate::SpeculativeOptions& o) {
+  if (o.draft_min < 1) throw UsageError{fmt::format("--draft-min must be at least 1, got {}", o.draft_min)};
+  if (o.draft_max < o.draft_min)
+    throw UsageError{fmt::format("--draft-max {} must be at least --draft-min {}", o.draft_max, o.draft_min)};
+}
+inline constexpr std::string_view spec_help =
+    "  --spec lookup|off        speculative decoding with drafts looked up in the context\n"
+    "                           (default lookup; lossless: the output is plain decoding's;\n"
+    "                           drafting pauses while the drafts miss)\n"
+    "  --draft-max N            drafted tokens per verification at most (default 16)\n"
+    "  --draft-min N            verify only drafts of at least N tokens (default 1)\n";
 
 // The KV cache type: --kv-type T, or llama.cpp's -ctk T / -ctv T (K and V share one type
 // here, so they must agree); false when `a` is not one of these flags.

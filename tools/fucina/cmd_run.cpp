@@ -68,11 +68,6 @@ constexpr std::string_view usage =
     "  -c, --ctx N              context length (default: the model's)\n"
     "  -b, --batch N            prompt batch size (default 512)\n"
     "  --kv-type f16|f32|q8_0   KV cache element type (default f16; also -ctk/-ctv T)\n"
-    "  --spec lookup|off        speculative decoding with drafts looked up in the context\n"
-    "                           (default lookup; lossless: the output is plain decoding's;\n"
-    "                           drafting pauses while the drafts miss)\n"
-    "  --draft-max N            drafted tokens per verification at most (default 16)\n"
-    "  --draft-min N            verify only drafts of at least N tokens (default 1)\n"
     "  --lora FILE              apply a LoRA adapter (llama.cpp's GGUF format), unmerged\n"
     "                           (repeatable)\n"
     "  --lora-scaled FILE S     apply an adapter with user scale S (repeatable)\n"
@@ -149,12 +144,6 @@ std::shared_ptr<const fucina::grammar::Grammar> constraint_grammar(const Options
   return g;
 }
 
-bool parse_spec(const std::string& mode) {
-  if (mode == "lookup") return true;
-  if (mode == "off") return false;
-  throw UsageError{fmt::format("--spec must be lookup or off, not '{}'", mode)};
-}
-
 Options parse(std::span<char* const> args) {
   Options o;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -201,9 +190,7 @@ Options parse(std::span<char* const> args) {
       if (o.parallel < 1) throw UsageError{fmt::format("--parallel must be at least 1, got {}", o.parallel)};
     }
     else if (a == "--jsonl") o.jsonl = true;
-    else if (a == "--spec") o.speculative.enabled = parse_spec(value());
-    else if (a == "--draft-max") o.speculative.draft_max = parse_num<std::int32_t>(a, value());
-    else if (a == "--draft-min") o.speculative.draft_min = parse_num<std::int32_t>(a, value());
+    else if (fucina::cli::parse_spec_flag(args, i, o.speculative)) {}  // --spec, --draft-max, --draft-min
     else if (parse_kv_flag(a, value, o.kv)) {  // --kv-type, -ctk, -ctv
     } else if (a.size() > 1 && a[0] == '-') throw UsageError{fmt::format("unknown option '{}' (see fucina run --help)", a)};
     else if (o.model.empty()) o.model = std::string(a);
@@ -217,9 +204,7 @@ Options parse(std::span<char* const> args) {
   if (o.parallel > 0 && (o.interactive || o.echo || !o.dump_logits.empty()))
     throw UsageError{"--parallel does not combine with -i, --echo or --dump-logits"};
   if (o.jsonl && o.parallel == 0) throw UsageError{"--jsonl needs --parallel N"};
-  if (o.speculative.draft_min < 1) throw UsageError{fmt::format("--draft-min must be at least 1, got {}", o.speculative.draft_min)};
-  if (o.speculative.draft_max < o.speculative.draft_min)
-    throw UsageError{fmt::format("--draft-max {} must be at least --draft-min {}", o.speculative.draft_max, o.speculative.draft_min)};
+  fucina::cli::check_spec_flags(o.speculative);
   return o;
 }
 
@@ -323,7 +308,7 @@ int run_parallel(const Options& o, const fucina::model::Model& model, const tk::
   if (prompts.empty()) throw UsageError{fmt::format("{} holds no prompts (one per line)", o.prompt_file)};
   gen::BatchGenerator b(model, tok, ctx,
                         {.n_parallel = o.parallel, .n_ctx = n_ctx, .n_batch = std::max(o.batch, o.parallel), .kv_type = o.kv.type,
-                         .sampling = o.sampling});
+                         .sampling = o.sampling, .speculative = o.speculative});
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     std::vector<tk::ChatMessage> messages;
     if (!o.system.empty()) messages.push_back({"system", o.system});
@@ -367,7 +352,7 @@ int run_parallel(const Options& o, const fucina::model::Model& model, const tk::
 int run_main(std::span<char* const> args) {
   for (const char* a : args)
     if (std::string_view(a) == "-h" || std::string_view(a) == "--help") {
-      fmt::print("{}{}", usage, fucina::cli::moe_stream_help);
+      fmt::print("{}{}{}", usage, fucina::cli::spec_help, fucina::cli::moe_stream_help);
       return 0;
     }
   Options o = parse(args);

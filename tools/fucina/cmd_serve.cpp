@@ -90,6 +90,7 @@ Options parse(std::span<char* const> args) {
     }
     else if (a == "-m" || a == "--model") o.model = value();
     else if (fucina::cli::parse_load_flag(args, i, o.load)) {}
+    else if (fucina::cli::parse_spec_flag(args, i, o.engine.batch.speculative)) {}  // per sequence
     else if (a.size() > 1 && a[0] == '-') throw UsageError{fmt::format("unknown option '{}' (see fucina serve --help)", a)};
     else if (o.model.empty()) o.model = std::string(a);
     else throw UsageError{fmt::format("unexpected argument '{}' (see fucina serve --help)", a)};
@@ -102,6 +103,7 @@ Options parse(std::span<char* const> args) {
   if (!(o.server.timeout_seconds > 0)) throw UsageError{fmt::format("--timeout must be positive, got {}", o.server.timeout_seconds)};
   if (o.engine.batch.n_ctx < 0) throw UsageError{fmt::format("--ctx must be positive, got {}", o.engine.batch.n_ctx)};
   if (o.engine.batch.n_batch < 1) throw UsageError{fmt::format("--batch must be at least 1, got {}", o.engine.batch.n_batch)};
+  fucina::cli::check_spec_flags(o.engine.batch.speculative);
   if (o.server.max_body < 1024) throw UsageError{fmt::format("--max-body must be at least 1024, got {}", o.server.max_body)};
   for (const char* f : {"--api-key", "--api-key-file"})
     for (const auto* arg : args)
@@ -114,7 +116,7 @@ Options parse(std::span<char* const> args) {
 int serve_main(std::span<char* const> args) {
   for (const char* a : args)
     if (std::string_view(a) == "-h" || std::string_view(a) == "--help") {
-      fmt::print("{}{}", usage, fucina::cli::moe_stream_help);
+      fmt::print("{}{}{}", usage, fucina::cli::spec_help, fucina::cli::moe_stream_help);
       return 0;
     }
   const Options o = parse(args);

@@ -29,6 +29,20 @@
 // chat's next turn). Kept sequences hold only blocks nobody needs yet: when a step's chunks
 // need more blocks than are free, the oldest kept sequences are closed first.
 //
+// Note [Speculative batches]: with BatchOptions::speculative enabled, each decoding
+// sequence drafts as Generator does (Note [Speculative decoding] in generator.hpp; its own
+// drafts, length and cost gate, a speculator per sequence): its decode chunk is its last
+// sampled token and the k tokens drafted after it, k cut to the budget left once every
+// other decoding sequence has its row. The decode chunks run in a forward of their own
+// under OneRowArithmetic (one_row.hpp), so every decode row, drafted or not, is bit for bit
+// its sequence's one-token forward whatever else runs in the step; the prompt chunks then
+// run in a second forward (a step with both reads the weights twice). The sequence samples
+// from its rows while they hold the drafted tokens, and the K/V of the rows after the first
+// miss are cut from its blocks (PagedKvCache::truncate). So at temperature 0 a sequence
+// prints the same bytes with speculation on or off, and a seeded sampler draws the same
+// tokens. With speculation off, decode rows share the prompt chunks' forward and its
+// summation order (Note [Batched forward]).
+//
 // Note [Long-running batches]: a server adds requests for ever, so it must not keep what
 // finished. release(i) moves a finished request's result out and frees its slot, whose
 // index a later add() reuses. A request's cancel flag is read at every step, also while it
@@ -53,6 +67,7 @@ struct BatchOptions {
   model::KvType kv_type = model::KvType::f16;
   sample::SamplerConfig sampling{};  // for requests without their own
   std::int64_t keep_finished = 0;    // finished sequences whose KV is kept (Note [Kept prefixes])
+  SpeculativeOptions speculative{};  // Note [Speculative batches]
   // The token bytes of grammar requests (grammar_vocabulary(tok)); unset: built on the
   // first request with a grammar.
   std::shared_ptr<const grammar::Vocabulary> vocabulary{};
@@ -95,6 +110,13 @@ class BatchGenerator {
     std::size_t ready = 0, coming = 0;
   };
   Prefix shared_prefix(std::span<const tokenizer::TokenId> prompt) const;
+  // One forward's chunks and the request each belongs to.
+  struct Plan {
+    std::vector<model::Model::SeqChunk> chunks;
+    std::vector<std::size_t> owners;
+  };
+  // Runs a plan's forward and samples (or verifies) from its rows.
+  void run_forward(const Plan& plan);
   void finish(Sequence& s);
   void retire();  // finishes the running sequences that ended or are cancelled
   void close_or_keep(Sequence& s);

@@ -29,7 +29,8 @@
 // continues the text from it; feed_prompt() drops it (a chat's next render spells it anyway).
 //
 // Note [Speculative decoding]
-// Lossless, without a draft model. Before running the previous sampled token t, k tokens
+// Lossless, without a draft model (one sequence's state: generate/speculator.hpp; batches:
+// Note [Speculative batches]). Before running the previous sampled token t, k tokens
 // d1..dk are drafted from the context (generate/draft.hpp; k from generate/draft_length.hpp,
 // cut to what the grammar allows, to the tokens max_tokens leaves and to the room in the
 // cache) and t, d1..dk run in one forward of k+1 rows: forward_as_decode(), whose row i is
@@ -54,8 +55,8 @@
 #include <string_view>
 #include <vector>
 
-#include "fucina/generate/draft.hpp"
 #include "fucina/generate/draft_length.hpp"
+#include "fucina/generate/speculator.hpp"
 #include "fucina/grammar/grammar.hpp"
 #include "fucina/grammar/matcher.hpp"
 #include "fucina/grammar/vocabulary.hpp"
@@ -180,14 +181,9 @@ class Generator {
   // Note [Speculative decoding]: runs unrun_ and `drafted` in one forward and samples from
   // the rows while they hold plain decoding's logits.
   void verify(TokenStream& out, std::span<const tokenizer::TokenId> drafted, Timings& t);
-  // The tokens to verify with unrun_ (empty: a plain step).
-  std::vector<tokenizer::TokenId> draft_for(TokenStream& out);
   // Records a sampled token: the context grew.
   void sampled(tokenizer::TokenId token);
-  SpeculativeOptions speculative_;
-  NgramDrafter drafter_;  // over cached_ and unrun_
-  DraftLength length_;
-  tokenizer::TokenId shadow_ = tokenizer::null_token;  // the gate's free guess of the next token
+  Speculator spec_;  // drafts over cached_ and unrun_
 };
 
 }  // namespace fucina::generate

@@ -19,13 +19,36 @@
 // points past U+10FFFF are refused: byte-level vocabularies have tokens for them, and they
 // are not UTF-8. The text is complete when a stack is empty and no character is pending.
 // Token masks walk the Vocabulary's trie through the same tables, pruning a subtree at the
-// first refused byte, and are cached per byte state. End tokens are allowed only when the
-// text is complete. Past 2^22 stack nodes or 2^16 sets the tables are rebuilt around the
-// current state, so memory stays bounded over any generation.
+// first refused byte (and skipping whole the subtrees a state allows, Note [Loops]), and are
+// cached per byte state. End tokens are allowed only when the text is complete. Past 2^22
+// stack nodes or 2^16 sets the tables are rebuilt around the current state, so memory stays
+// bounded over any generation.
+//
+// Note [Loops]
+// Inside a JSON string almost every token is allowed, and with a maxLength every position
+// is a new state, so a walk of the whole trie (333k nodes for Qwen2's 152k tokens) would be
+// paid per token. Instead a set's classes split the characters into groups by which stacks
+// hold them, and the group the set mostly moves on (the one holding the code points beyond
+// ASCII when the classes treat those alike, else the largest) is its loop: every character
+// of it leads to one next set. Following next sets while each group is within the next's
+// gives the loop's depth: any valid UTF-8 of at most that many bytes over the group is
+// allowed (a string with k characters left: k; an unbounded one: any), measured lazily only
+// as deep as a subtree asks. The trie stores per node the ASCII bytes below it, whether any
+// byte >= 0x80 is, its height, and from which UTF-8 phases every path is valid
+// (utf8_prefix.hpp). A subtree whose bytes are within a state's loop, valid from the state's
+// phase and no higher than the depth is allowed whole: its tokens are one run of the trie
+// order, found without visiting it. A second summary stops at control characters: where
+// the loop's sets refuse them (JSON strings do), a subtree whose part above them fits (one
+// byte short of the depth, so the control byte meets a set of the loop) is allowed but for
+// the ranges under its first control bytes. Anything else is visited as before. The runs
+// become bits by token id by setting them, or, when most tokens are allowed, by setting all
+// and clearing the gaps. tests/grammar/mask_test.cpp checks every mask against the tokens'
+// own checks.
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fucina/grammar/grammar.hpp"
@@ -71,6 +94,7 @@ class Matcher {
   std::shared_ptr<const Vocabulary> vocab_;
   std::unique_ptr<ByteAutomaton> automaton_;
   std::int32_t state_ = 0;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> runs_;  // allowed(): allowed runs of the trie order
 };
 
 }  // namespace fucina::grammar

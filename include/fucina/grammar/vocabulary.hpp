@@ -5,7 +5,13 @@
 //
 // Layout: the trie nodes in preorder (the root, index 0, has no byte), each with its depth
 // and the end of its subtree, so a walk is one pass over flat arrays that skips a refused
-// subtree by jumping to its end.
+// subtree by jumping to its end. The tokens are numbered in the same order (their trie
+// order), so a subtree's tokens are one range of it, and each subtree carries a summary of
+// its bytes (Subtree) that lets a walk allow it whole without visiting it; a second summary
+// stops at control characters (code tokens hold many line breaks), so that where they are
+// refused a subtree is allowed but for the ranges below its first control bytes.
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -15,6 +21,20 @@
 namespace fucina::grammar {
 
 using TokenId = std::int32_t;
+
+// What is below a trie node, the node's own byte included.
+struct Subtree {
+  std::array<std::uint32_t, 4> ascii{};  // the ASCII bytes used (bit c of word c / 32)
+  std::uint16_t height = 0;              // bytes from the node to its deepest descendant, inclusive
+  std::uint8_t utf8_ok = 0;              // bit p: every path down is a valid UTF-8 continuation from Utf8Phase p
+  bool non_ascii = false;                // some byte >= 0x80
+
+  // Whether every byte below is in `chars` (bit c of word c / 64) or, if `beyond`, >= 0x80.
+  bool bytes_within(const std::array<std::uint64_t, 2>& chars, bool beyond) const {
+    const std::uint64_t lo = ascii[0] | std::uint64_t{ascii[1]} << 32, hi = ascii[2] | std::uint64_t{ascii[3]} << 32;
+    return (lo & ~chars[0]) == 0 && (hi & ~chars[1]) == 0 && (beyond || !non_ascii);
+  }
+};
 
 class Vocabulary {
  public:
@@ -29,27 +49,62 @@ class Vocabulary {
   std::string_view piece(TokenId id) const { return pieces_[static_cast<std::size_t>(id)]; }
 
   // Trie in preorder (node 0 is the root).
-  std::size_t nodes() const { return byte_.size(); }
-  std::uint8_t byte(std::size_t node) const { return byte_[node]; }
-  std::uint16_t depth(std::size_t node) const { return depth_[node]; }
+  std::size_t nodes() const { return nodes_.size() - 1; }
+  std::uint8_t byte(std::size_t node) const { return nodes_[node].byte; }
+  std::uint16_t depth(std::size_t node) const { return nodes_[node].depth; }
   std::size_t max_depth() const { return max_depth_; }
-  std::uint32_t subtree_end(std::size_t node) const { return end_[node]; }
-  // Tokens whose bytes end at `node`.
-  std::span<const TokenId> tokens_at(std::size_t node) const {
-    return {tokens_.data() + tok_begin_[node], tokens_.data() + tok_begin_[node + 1]};
+  std::uint32_t subtree_end(std::size_t node) const { return nodes_[node].end; }
+  const Subtree& below(std::size_t node) const { return summaries_[node].below; }
+  // The subtree cut above its control characters (is_control): their nodes count as empty.
+  const Subtree& above_controls(std::size_t node) const { return summaries_[node].above_controls; }
+  // The least depth that could allow node's subtree by either summary (min of below's
+  // height and above_controls' height + 1), capped at 255: a walk reads it from the node's
+  // own record before it reaches for the summaries.
+  std::uint8_t least_depth(std::size_t node) const { return nodes_[node].least_depth; }
+  static constexpr bool is_control(std::uint8_t b) { return b < 0x20 || b == 0x7F; }
+  // Calls f(k) for the first control nodes down each path of node's subtree, in preorder.
+  template <class F>
+  void for_each_control_root(std::size_t node, const F& f) const {
+    const std::uint32_t end = nodes_[node].end;
+    auto i = static_cast<std::size_t>(std::lower_bound(controls_.begin(), controls_.end(), node) - controls_.begin());
+    while (i < controls_.size() && controls_[i] < end) {
+      f(controls_[i]);
+      i = after_control_[i];
+    }
   }
+  // The trie order of tokens: those ending at `node` are [first_token(node),
+  // first_token(node + 1)) of it, those in its subtree [first_token(node),
+  // first_token(subtree_end(node))).
+  std::uint32_t first_token(std::size_t node) const { return nodes_[node].first_token; }
+  TokenId token_in_trie_order(std::uint32_t i) const { return tokens_[i]; }
+  std::size_t tokens_in_trie() const { return tokens_.size(); }
+  // The tokens with no trie node: end tokens and empty pieces.
+  std::span<const TokenId> outside_trie() const { return outside_trie_; }
 
  private:
   std::size_t size_;
   std::vector<std::string> pieces_;
   std::vector<bool> is_end_;
   std::vector<TokenId> end_tokens_;
-  std::vector<std::uint8_t> byte_;
-  std::vector<std::uint16_t> depth_;
+  // What a walk reads of every node it visits, 12 bytes, and a last record past the end
+  // holding only first_token; the summaries apart (read only to skip a subtree).
+  struct Node {
+    std::uint32_t end = 0;          // the end of its subtree
+    std::uint32_t first_token = 0;  // into tokens_
+    std::uint16_t depth = 0;
+    std::uint8_t byte = 0;
+    std::uint8_t least_depth = 0;
+  };
+  struct Summaries {
+    Subtree below, above_controls;
+  };
+  std::vector<Node> nodes_;
+  std::vector<Summaries> summaries_;
+  std::vector<std::uint32_t> controls_;       // the nodes of control bytes, in preorder
+  std::vector<std::uint32_t> after_control_;  // i -> the first index of controls_ past controls_[i]'s subtree
   std::size_t max_depth_ = 0;
-  std::vector<std::uint32_t> end_;
-  std::vector<std::uint32_t> tok_begin_;  // nodes() + 1 offsets into tokens_
-  std::vector<TokenId> tokens_;
+  std::vector<TokenId> tokens_;       // trie order
+  std::vector<TokenId> outside_trie_;
 };
 
 }  // namespace fucina::grammar

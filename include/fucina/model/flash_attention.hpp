@@ -12,9 +12,13 @@
 // 16 at a time, each run of 16 scored, softmaxed and added into the running output before
 // the next (keys and values stream together, the output stays in L1; a run never crosses a
 // block of a paged cache). The cache is read in place through a KvView, so a paged cache's
-// blocks need no gathering, and one pool pass serves every sequence of a batch. Software
-// prefetch of the rows two runs ahead was measured and gave nothing (the kernel is bound by
-// its f16 round trips and expf calls, ~120 cycles per key and KV head, not by memory).
+// blocks need no gathering, and one pool pass serves every sequence of a batch. A run's
+// softmax factors take one vectorized expf with libm's bits (Note [glibc expf]). Measured
+// and not kept (docs/BENCHMARK.md): software prefetch of the rows 1, 2 or 4 runs ahead (no
+// gain), and a position-major walk (a split chunk's task taking every KV head per run, so a
+// thread reads whole cache rows front to back: 5% slower). What is left is the arithmetic,
+// per key and KV head 16 f16 widenings, 32 FMAs and 16 f16 round trips of the running
+// output (Note [f16 flash attention]), plus the wait for key rows that come from DRAM.
 #include <span>
 
 #include "fucina/fucina.hpp"

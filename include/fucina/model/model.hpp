@@ -70,12 +70,15 @@ class Model {
   PagedKvCache new_paged_cache(Context& ctx, std::int64_t n_tokens, std::int64_t n_ctx = 0,
                                KvType type = KvType::f16) const;
   // Note [Batched forward]: the chunks' tokens, each after its sequence's cached positions,
-  // in one forward; row i of the result is the logits of the last token of chunks[i]. A
-  // sequence appears at most once. Throws (no sequence grows) for bad ids or a chunk that does
-  // not fit.
+  // in one forward; the result holds, chunk after chunk, the logits of each chunk's last
+  // token, or of every token of a chunk with every_row (speculative verification; run under
+  // a OneRowArithmetic scope, each row is its one-token forward's, Note [One-row
+  // arithmetic]). A sequence appears at most once. Throws (no sequence grows) for bad ids or
+  // a chunk that does not fit.
   struct SeqChunk {
     SeqId seq;
     std::span<const std::int32_t> ids;
+    bool every_row = false;
   };
   Tensor<"seq", "vocab"> forward_batch(Context& ctx, PagedKvCache& cache, std::span<const SeqChunk> chunks) const;
 

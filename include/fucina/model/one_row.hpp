@@ -1,5 +1,5 @@
 #pragma once
-// Note [One-row arithmetic]: speculative verification (generate/speculative.hpp) runs a
+// Note [One-row arithmetic]: speculative verification (generate/speculator.hpp) runs a
 // token and the k tokens drafted after it in one forward of k+1 rows, and must get for
 // each row exactly the logits (and K/V) that decoding it alone, one forward() per token,
 // would give -- else greedy output could differ from plain decoding at a near tie, and the

@@ -67,6 +67,10 @@ class PagedKvCache {
     return {k_[static_cast<std::size_t>(layer)], v_[static_cast<std::size_t>(layer)], at(seq).blocks, block_size_, type_};
   }
   void advance(SeqId seq, std::int64_t n);
+  // Forgets seq's positions from n on (speculative rows not accepted) and hands back the
+  // blocks left empty. Throws InvalidArgument when the block that would hold position n is
+  // shared: a block is only ever written by its one owner.
+  void truncate(SeqId seq, std::int64_t n);
 
  private:
   struct Sequence {

@@ -49,6 +49,7 @@ struct Job {
 struct EngineStats {
   std::int64_t waiting = 0, running = 0;  // jobs now
   std::int64_t jobs_done = 0, prompt_tokens = 0, generated_tokens = 0;  // totals
+  std::int64_t drafted_tokens = 0, accepted_tokens = 0;  // speculative decoding (Note [Speculative batches])
   std::int64_t steps = 0;   // BatchGenerator steps: generated_tokens / steps is the batch at work
   double busy_seconds = 0;  // total time spent stepping
   std::int64_t kv_blocks_total = 0, kv_blocks_free = 0;  // the shared KV budget now
