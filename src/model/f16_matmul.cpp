@@ -182,37 +182,43 @@ inline void fold16x16(const __m512* v, float* out) {
   _mm512_storeu_ps(out, _mm512_permutexvar_ps(order, f));
 }
 
-// An RM x RN tile of tiled-order dots: x rows i (f32, already f16-rounded) against w rows j
-// (f16), one 16-lane accumulator per output over k ascending, folded like dot_f16 --
-// so every output has exactly the bits of dot_f16(w_j, x_i, k, tiled) (Note [f16 summation
-// order]) while each weight vector load serves RM rows and each x load RN columns.
+// An RM x RN tile of dots: x rows i (f32, already f16-rounded) against w rows j, each output
+// with exactly the bits of dot_ggml(w_j, x_i, k, Order) while each weight vector load serves
+// RM rows and each x load RN columns.
+//   tiled (Note [f16 summation order]): one 16-lane accumulator per output over k ascending.
+//   vec (one-row arithmetic's batched rows, Note [One-row arithmetic]): vec_order_lanes's four
+//     chains, each an ascending sum over every 64th group of 16, run one after the other
+//     over the tile (the tile's weights are in L1 after the first) and combined as it does,
+//     (c0 + c2) + (c1 + c3).
+// Then fold16 of each output's lanes.
+//
+// A few rows' weights come from DRAM with little compute to hide the latency (and six short
+// row streams the hardware prefetcher trains on poorly): the first pass fetches each row's
+// bytes kTileStreamAhead ahead, one line per 64 bytes. 8 rows x 151936 x 512 f16, tiled, one
+// thread (CPU time, best of 40, loaded machine): 47-61 GFLOP/s with no distance, 63-89 at
+// 4 KiB, 144-154 at 8 KiB, 133-145 at 16 KiB; at k = 3072, 8 KiB gives 127-131, 32 KiB 140.
 constexpr std::int64_t kTileStreamAhead = 8192;
-template <int RM, int RN, typename W>
-void tile_tiled(const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, std::int64_t k, float* y,
-                std::int64_t ldy) {
-  // Accumulator i * RN + j, padded to whole groups of 16 for the fold. The loops over i and j
-  // are unrolled by pragma: left to itself GCC 12 kept the accumulators in a stack array
-  // and stored all 24 on every step (24 stores per 24 FMAs: half the kernel's speed).
-  // The padding is zeroed only at the fold: zeroing the padded array up front compiled to a
-  // 2 KiB memset call per tile (12% of an 8-client serve profile).
-  constexpr int kN = RM * RN, kGroups = (kN + 15) / 16;
-  __m512 acc[kN];
-#pragma GCC unroll 24
-  for (int a = 0; a < kN; ++a) acc[a] = _mm512_setzero_ps();
-  for (std::int64_t p = 0; p < k; p += 16) {
+
+// acc[i * RN + j] += the products of x row i and w row j over p = from, from + step, ... < k
+// (16 elements each). The loops over i and j are unrolled by pragma: left to itself GCC 12
+// kept the accumulators in a stack array and stored all 24 on every step (half the speed).
+template <int RM, int RN, bool Prefetch, typename W>
+inline void tile_pass(const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, std::int64_t from,
+                      std::int64_t step, std::int64_t k, __m512* acc) {
+  constexpr std::int64_t kStepBytes = 16 * static_cast<std::int64_t>(sizeof(W));
+  for (std::int64_t p = from; p < k; p += step) {
     __m512 b[RN];
-    // A few rows' weights come from DRAM with little compute to hide the latency (and six
-    // short row streams the hardware prefetcher trains on poorly): fetch each row's bytes
-    // kTileStreamAhead ahead, one line per 64 bytes. 8 rows x 151936 x 512 f16, one thread
-    // (CPU time, best of 40, loaded machine): 47-61 GFLOP/s with no distance, 63-89 at 4 KiB,
-    // 144-154 at 8 KiB, 133-145 at 16 KiB; at k = 3072, 8 KiB gives 127-131, 32 KiB 140.
-    if ((p * static_cast<std::int64_t>(sizeof(W))) % 64 == 0) {
+    if constexpr (Prefetch) {
+      const std::int64_t bytes = p * static_cast<std::int64_t>(sizeof(W));
+      if (bytes % 64 == 0 || step > 16) {  // every line of [p, p + step) once
 #pragma GCC unroll 8
-      for (int j = 0; j < RN; ++j) _mm_prefetch(reinterpret_cast<const char*>(w + j * ldw + p) + kTileStreamAhead, _MM_HINT_NTA);
+        for (int j = 0; j < RN; ++j)
+          for (std::int64_t l = 0; l < std::max<std::int64_t>(64, step / 16 * kStepBytes); l += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(w + j * ldw + p) + kTileStreamAhead + l, _MM_HINT_NTA);
+      }
     }
 #pragma GCC unroll 8
-    for (int j = 0; j < RN; ++j)
-      b[j] = load16(w + j * ldw + p);
+    for (int j = 0; j < RN; ++j) b[j] = load16(w + j * ldw + p);
 #pragma GCC unroll 8
     for (int i = 0; i < RM; ++i) {
       const __m512 a = _mm512_loadu_ps(x + i * ldx + p);
@@ -220,10 +226,43 @@ void tile_tiled(const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, 
       for (int j = 0; j < RN; ++j) acc[i * RN + j] = _mm512_fmadd_ps(b[j], a, acc[i * RN + j]);
     }
   }
-  // Fold 16 accumulators at a time, vectorized with fold16's exact pairings.
+}
+
+template <int RM, int RN, GgmlOrder Order, typename W>
+void tile_dots(const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, std::int64_t k, float* y,
+               std::int64_t ldy) {
+  // The padding is zeroed only at the fold: zeroing a padded accumulator array up front
+  // compiled to a 2 KiB memset call per tile (12% of an 8-client serve profile).
+  constexpr int kN = RM * RN, kGroups = (kN + 15) / 16;
   __m512 padded[kGroups * 16];
+  __m512 acc[kN];
 #pragma GCC unroll 24
-  for (int a = 0; a < kN; ++a) padded[a] = acc[a];
+  for (int a = 0; a < kN; ++a) acc[a] = _mm512_setzero_ps();
+  if constexpr (Order == GgmlOrder::tiled) {
+    tile_pass<RM, RN, true>(x, ldx, w, ldw, 0, 16, k, acc);
+#pragma GCC unroll 24
+    for (int a = 0; a < kN; ++a) padded[a] = acc[a];
+  } else {
+    // Chains 0 and 2 into `padded` as c0 + c2, chains 1 and 3 into acc as c1 + c3; each
+    // chain starts from zero, as vec_order_lanes's accumulators do.
+    const auto chain = [&](std::int64_t from, __m512* sum, bool first) {
+      __m512 c[kN];
+#pragma GCC unroll 24
+      for (int a = 0; a < kN; ++a) c[a] = _mm512_setzero_ps();
+      if (from == 0)
+        tile_pass<RM, RN, true>(x, ldx, w, ldw, from, 64, k, c);
+      else
+        tile_pass<RM, RN, false>(x, ldx, w, ldw, from, 64, k, c);
+#pragma GCC unroll 24
+      for (int a = 0; a < kN; ++a) sum[a] = first ? c[a] : _mm512_add_ps(sum[a], c[a]);
+    };
+    chain(0, padded, true);
+    chain(32, padded, false);
+    chain(16, acc, true);
+    chain(48, acc, false);
+#pragma GCC unroll 24
+    for (int a = 0; a < kN; ++a) padded[a] = _mm512_add_ps(padded[a], acc[a]);
+  }
   for (int a = kN; a < kGroups * 16; ++a) padded[a] = _mm512_setzero_ps();
   alignas(64) float sums[kGroups * 16];
   for (int g = 0; g < kGroups; ++g) fold16x16(padded + 16 * g, sums + 16 * g);
@@ -232,16 +271,16 @@ void tile_tiled(const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, 
 
 constexpr int kTileRows = 4, kTileCols = 6;
 
-template <int RM, typename W, int... RNs>
+template <int RM, GgmlOrder Order, typename W, int... RNs>
 void tile_cols(int rn, const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, std::int64_t k, float* y,
                std::int64_t ldy, std::integer_sequence<int, RNs...>) {
-  (void)((rn == RNs + 1 ? (tile_tiled<RM, RNs + 1>(x, ldx, w, ldw, k, y, ldy), true) : false) || ...);
+  (void)((rn == RNs + 1 ? (tile_dots<RM, RNs + 1, Order>(x, ldx, w, ldw, k, y, ldy), true) : false) || ...);
 }
 
-template <typename W, int... RMs>
+template <GgmlOrder Order, typename W, int... RMs>
 void tile_any(int rm, int rn, const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, std::int64_t k,
               float* y, std::int64_t ldy, std::integer_sequence<int, RMs...>) {
-  (void)((rm == RMs + 1 ? (tile_cols<RMs + 1, W>(rn, x, ldx, w, ldw, k, y, ldy,
+  (void)((rm == RMs + 1 ? (tile_cols<RMs + 1, Order, W>(rn, x, ldx, w, ldw, k, y, ldy,
                                               std::make_integer_sequence<int, kTileCols>{}),
                            true)
                         : false) ||
@@ -249,29 +288,32 @@ void tile_any(int rm, int rn, const float* x, std::int64_t ldx, const W* w, std:
 }
 #endif
 
-// Rows [r0, r1) of x against weight rows [o0, o1), tiled order, into y.
-template <typename W>
-void block_tiled(const float* x, std::int64_t r0, std::int64_t r1, std::int64_t k, const W* w, std::int64_t ldw,
-                 std::int64_t o0, std::int64_t o1, std::int64_t n_out, float* y) {
+// Rows [r0, r1) of x against weight rows [o0, o1) in Order, into y.
+template <GgmlOrder Order, typename W>
+void block_dots(const float* x, std::int64_t r0, std::int64_t r1, std::int64_t k, const W* w, std::int64_t ldw,
+                std::int64_t o0, std::int64_t o1, std::int64_t n_out, float* y) {
 #if FUCINA_ARCH_AVX512
   for (std::int64_t o = o0; o < o1; o += kTileCols) {
     const int rn = static_cast<int>(std::min<std::int64_t>(kTileCols, o1 - o));
     for (std::int64_t r = r0; r < r1; r += kTileRows) {
       const int rm = static_cast<int>(std::min<std::int64_t>(kTileRows, r1 - r));
-      tile_any(rm, rn, x + r * k, k, w + o * ldw, ldw, k, y + r * n_out + o, n_out,
-               std::make_integer_sequence<int, kTileRows>{});
+      tile_any<Order>(rm, rn, x + r * k, k, w + o * ldw, ldw, k, y + r * n_out + o, n_out,
+                      std::make_integer_sequence<int, kTileRows>{});
     }
   }
 #else
   for (std::int64_t o = o0; o < o1; ++o)
-    for (std::int64_t r = r0; r < r1; ++r) y[r * n_out + o] = dot_ggml(w + o * ldw, x + r * k, k, GgmlOrder::tiled);
+    for (std::int64_t r = r0; r < r1; ++r) y[r * n_out + o] = dot_ggml(w + o * ldw, x + r * k, k, Order);
 #endif
 }
 
 template <typename W>
 void matmul_ggml(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int64_t k, const W* w,
                  std::int64_t w_stride, std::int64_t n_out, float* y, GgmlOrder order) {
-  if (order == GgmlOrder::tiled && k % 16 == 0) {
+  const bool tiled = order == GgmlOrder::tiled && k % 16 == 0;
+  // Several rows in vec order: one-row arithmetic's batches (Note [One-row arithmetic]).
+  const bool vec_rows = order == GgmlOrder::vec && n_rows >= 2 && k % 64 == 0;
+  if (tiled || vec_rows) {
     // Tasks: 64 x rows (in L2) times 48 weight rows (in L1 per 6-row tile), weight-major so
     // a task's weights are read once per row block.
     constexpr std::int64_t kRowBlock = 64, kOutBlock = 48;
@@ -280,39 +322,33 @@ void matmul_ggml(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int
     // leaves its share to the other instead of making it wait at the join.
     pool.parallel_for(rb * ob, [&](std::int64_t t) {
       const std::int64_t o0 = (t / rb) * kOutBlock, r0 = (t % rb) * kRowBlock;
-      block_tiled(x, r0, std::min(n_rows, r0 + kRowBlock), k, w, w_stride, o0, std::min(n_out, o0 + kOutBlock), n_out, y);
+      const std::int64_t r1 = std::min(n_rows, r0 + kRowBlock), o1 = std::min(n_out, o0 + kOutBlock);
+      if (tiled)
+        block_dots<GgmlOrder::tiled>(x, r0, r1, k, w, w_stride, o0, o1, n_out, y);
+      else
+        block_dots<GgmlOrder::vec>(x, r0, r1, k, w, w_stride, o0, o1, n_out, y);
     });
     return;
   }
   // Small jobs run inline: waking workers costs more than a few thousand MACs.
   const std::int64_t grain = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, k * n_rows));
 #if FUCINA_ARCH_AVX512
-  if (order == GgmlOrder::vec && k % 64 == 0) {
-    // Decode (and one-row arithmetic's rows, Note [One-row arithmetic]): rows of w streamed
-    // once; 16 of them folded together (bit for bit dot_ggml's fold) so the per-row tail is
-    // a few shuffles. Several x rows go over the 16 in pairs (each weight widened once per
-    // pair, still in L1), each pair's sums those of one row alone.
+  if (n_rows == 1 && order == GgmlOrder::vec && k % 64 == 0) {
+    // Decode: one x row, rows of w streamed once; 16 rows folded together (bit for bit
+    // dot_ggml's fold) so the per-row tail is a few shuffles.
     const W* w_end = w + (n_out - 1) * w_stride + k;
     pool.parallel_range(n_out, std::max<std::int64_t>(16, grain), [&](std::int64_t b, std::int64_t e) {
-      __m512 v[16], v1[16];
+      __m512 v[16];
       std::int64_t o = b;
       for (; o + 16 <= e; o += 16) {
-        std::int64_t xr = 0;
-        for (; xr + 2 <= n_rows; xr += 2) {
-          for (int r = 0; r < 16; ++r) vec_order_lanes2(w + (o + r) * w_stride, x + xr * k, x + (xr + 1) * k, k, v[r], v1[r]);
-          fold16x16(v, y + xr * n_out + o);
-          fold16x16(v1, y + (xr + 1) * n_out + o);
-        }
-        if (xr == n_rows) continue;
-        const bool ahead = n_rows == 1 && reinterpret_cast<const char*>(w + (o + 15) * w_stride + k) + kStreamAhead <=
-                                              reinterpret_cast<const char*>(w_end);
+        const bool ahead = reinterpret_cast<const char*>(w + (o + 15) * w_stride + k) + kStreamAhead <=
+                           reinterpret_cast<const char*>(w_end);
         for (int r = 0; r < 16; ++r)
-          v[r] = ahead ? vec_order_lanes<true>(w + (o + r) * w_stride, x + xr * k, k)
-                       : vec_order_lanes(w + (o + r) * w_stride, x + xr * k, k);
-        fold16x16(v, y + xr * n_out + o);
+          v[r] = ahead ? vec_order_lanes<true>(w + (o + r) * w_stride, x, k)
+                       : vec_order_lanes(w + (o + r) * w_stride, x, k);
+        fold16x16(v, y + o);
       }
-      for (; o < e; ++o)
-        for (std::int64_t xr = 0; xr < n_rows; ++xr) y[xr * n_out + o] = dot_ggml(w + o * w_stride, x + xr * k, k, order);
+      for (; o < e; ++o) y[o] = dot_ggml(w + o * w_stride, x, k, order);
     });
     return;
   }
