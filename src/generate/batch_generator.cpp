@@ -201,12 +201,11 @@ bool BatchGenerator::step() {
   retire();  // cancelled since the last step: their blocks are free for this one
   admit();
   if (running_.empty()) return false;
-  // Note [Speculative batches]: decode chunks in a forward of their own, in one-row arithmetic.
+  // Note [Speculative batches]: the decode chunks lead the plan, in one-row arithmetic.
   const bool speculative = options_.speculative.enabled;
-  Plan decode, prompt;
-  Plan& prompts = speculative ? prompt : decode;
+  Plan plan;
   std::int64_t budget = options_.n_batch, free_blocks = cache_.free_blocks();
-  const auto take = [&](Plan& plan, std::size_t r, std::span<const tokenizer::TokenId> ids, bool every_row) {
+  const auto take = [&](std::size_t r, std::span<const tokenizer::TokenId> ids, bool every_row) {
     const std::int64_t blocks = cache_.blocks_needed(seqs_[r].seq, static_cast<std::int64_t>(ids.size()));
     while (blocks > free_blocks && !kept_.empty()) free_blocks += drop_oldest_kept();
     if (blocks > free_blocks) return false;
@@ -231,38 +230,39 @@ bool BatchGenerator::step() {
     const std::int64_t room = std::min({cache_.capacity() - size, s.out->remaining(), budget - rows_left}) - 1;
     s.rows = s.spec->draft(*s.out, room);
     s.rows.insert(s.rows.begin(), s.unrun);
-    if (s.rows.size() > 1 && take(decode, r, s.rows, true)) continue;
+    if (s.rows.size() > 1 && take(r, s.rows, true)) continue;
     s.rows.resize(1);
-    take(decode, r, s.rows, false);
+    take(r, s.rows, false);
   }
+  const std::size_t decode_chunks = plan.chunks.size();
+  std::int64_t decode_rows = 0;
+  for (const auto& c : plan.chunks) decode_rows += static_cast<std::int64_t>(c.ids.size());
   for (const std::size_t r : running_) {  // prompt chunks
     Sequence& s = seqs_[r];
     if (budget <= 0) break;
     if (s.fed == s.prompt.size() || s.out->ended()) continue;
     const std::size_t n = std::min(s.prompt.size() - s.fed, static_cast<std::size_t>(budget));
-    take(prompts, r, std::span(s.prompt).subspan(s.fed, n), false);
+    take(r, std::span(s.prompt).subspan(s.fed, n), false);
   }
-  if (decode.chunks.empty() && prompt.chunks.empty()) {  // nothing fits the KV budget: free the latest sequence's blocks
+  if (plan.chunks.empty()) {  // nothing fits the KV budget: free the latest sequence's blocks
     for (auto it = running_.rbegin(); it != running_.rend(); ++it)
       if (!seqs_[*it].out->ended()) {
         seqs_[*it].out->stop(StopReason::ContextFull);
         break;
       }
+  } else if (!speculative) {
+    run_forward(plan);
   } else {
-    if (speculative && !decode.chunks.empty()) {
-      model::OneRowArithmetic one_row;
-      const auto t0 = clock_type::now();
-      run_forward(decode);
-      // Note [Draft length]: the decode forward's time by its rows, against a plain step's
-      // one row per decoding sequence.
-      std::int64_t rows = 0;
-      for (const auto& c : decode.chunks) rows += static_cast<std::int64_t>(c.ids.size());
+    model::OneRowArithmetic one_row(decode_rows);
+    const auto t0 = clock_type::now();
+    run_forward(plan);
+    // Note [Draft length]: a decode-only forward's time by its rows, against a plain step's
+    // one row per decoding sequence (a step with prompt rows says nothing about them).
+    if (decode_chunks > 0 && decode_chunks == plan.chunks.size()) {
       const double seconds = seconds_between(t0, clock_type::now());
-      const auto plain = static_cast<std::int64_t>(decode.chunks.size());
-      for (const std::size_t r : decode.owners)
-        if (seqs_[r].spec) seqs_[r].spec->timed(plain, rows, seconds);
+      for (const std::size_t r : plan.owners)
+        if (seqs_[r].spec) seqs_[r].spec->timed(static_cast<std::int64_t>(decode_chunks), decode_rows, seconds);
     }
-    run_forward(prompts);
   }
   retire();
   return true;

@@ -121,7 +121,8 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
       const SeqId seq = batch.seq_ids[s];
       const std::int64_t r0 = batch.seq_starts[s], n = batch.seq_starts[s + 1] - r0, n_past = cache.size(seq);
       cache.store(ctx, layer, seq, narrow<"seq">(k, r0, n), narrow<"seq">(v, r0, n));
-      if (n > 1 && one_row_arithmetic() && one_row_path(c, cache.type(), 1)) {  // Note [One-row arithmetic]
+      const bool row_by_row = r0 < one_row_rows();  // Note [One-row arithmetic]: the leading chunks
+      if (n > 1 && row_by_row && one_row_path(c, cache.type(), 1)) {
         for (std::int64_t r = 0; r < n; ++r)
           one_row.push_back({.r0 = r0 + r, .n = 1, .n_past = n_past + r,
                              .kv_chunk = split_decode_chunk(1, n_past + r + 1, cache.capacity(), ctx.threads()),
@@ -140,7 +141,7 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
       const SeqId seq = batch.seq_ids[s];
       const std::int64_t r0 = batch.seq_starts[s], n = batch.seq_starts[s + 1] - r0, n_kv = cache.size(seq) + n;
       // Under one-row arithmetic (an f32 cache), each row alone over the keys up to it.
-      const std::int64_t step = one_row_arithmetic() ? 1 : n;
+      const std::int64_t step = r0 < one_row_rows() ? 1 : n;
       for (std::int64_t r = 0; r < n; r += step) {
         const std::int64_t m = std::min(step, n - r), keys = n_kv - n + r + m;
         const auto os = tiled_attention(ctx, narrow<"seq">(qc, r0 + r, m), cache.keys(ctx, layer, seq, keys),
@@ -152,7 +153,7 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
     KvCache& cache = *batch.cache;
     const std::int64_t n = h.size<"seq">(), n_past = cache.size(), n_kv = n_past + n;
     cache.store(ctx, layer, k, v);
-    if (n > 1 && one_row_arithmetic()) {  // each row alone over the keys up to it (Note [One-row arithmetic])
+    if (n > 1 && one_row_rows() > 0) {  // each row alone over the keys up to it (Note [One-row arithmetic])
       const auto qc = contiguous(ctx, qg);
       if (one_row_path(c, cache.type(), 1)) {
         std::vector<AttentionRows> rows;

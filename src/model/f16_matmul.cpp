@@ -11,7 +11,6 @@
 #include "fucina/core/error.hpp"
 #include "fucina/kernels/arch.hpp"
 #include "fucina/model/ggml_math.hpp"
-#include "fucina/model/one_row.hpp"
 
 #if FUCINA_ARCH_AVX512
 #include <immintrin.h>
@@ -500,14 +499,14 @@ float dot_bf16(const std::uint16_t* w, const std::uint16_t* x, std::int64_t k, G
 }
 
 void matmul_bf16(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int64_t k, const std::uint16_t* w,
-                 std::int64_t w_stride, std::int64_t n_out, float* y) {
+                 std::int64_t w_stride, std::int64_t n_out, float* y, bool one_row) {
   // ggml rounds the activations to bf16 (vec_dot_type BF16), nearest even.
   std::vector<std::uint16_t> xb(static_cast<std::size_t>(n_rows * k));
   pool.parallel_range(n_rows * k, 1 << 16, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) xb[static_cast<std::size_t>(i)] = float_to_bf16(x[i]);
   });
   // tinyBLAS for >= 2 rows when k % 32 == 0 and n_out % 4 == 0 (Note [ggml summation order]).
-  const bool tiles = n_rows >= 2 && k % kBf16Pairs == 0 && n_out % 4 == 0 && !one_row_arithmetic();
+  const bool tiles = n_rows >= 2 && k % kBf16Pairs == 0 && n_out % 4 == 0 && !one_row;
   const GgmlOrder order = tiles ? GgmlOrder::tiled : GgmlOrder::vec;
   constexpr std::int64_t kCols = 4;
   const std::int64_t ob = (n_out + kCols - 1) / kCols;

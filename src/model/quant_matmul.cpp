@@ -96,15 +96,16 @@ void matmul_packed(ThreadPool& pool, const float* x, std::int64_t n_rows, const 
   });
 }
 
-}  // namespace
-
-void matmul_quant(ThreadPool& pool, const float* x, std::int64_t n_rows, const QuantMatrix& w, float* y) {
+// Rows in one arithmetic: one_row, every row as a product of its own would sum it (Note
+// [One-row arithmetic]).
+void matmul_quant_rows(ThreadPool& pool, const float* x, std::int64_t n_rows, const QuantMatrix& w, float* y,
+                       bool one_row) {
   if (w.type == quant::QuantType::BF16)
     return matmul_bf16(pool, x, n_rows, w.cols, reinterpret_cast<const std::uint16_t*>(w.row(0)),
-                       static_cast<std::int64_t>(w.row_bytes / sizeof(std::uint16_t)), w.rows, y);
+                       static_cast<std::int64_t>(w.row_bytes / sizeof(std::uint16_t)), w.rows, y, one_row);
   const auto& traits = quant::codec_traits(w.type);
   const quant::QuantType act_type = traits.vec_dot_type;
-  const bool gemm = n_rows >= kGemmFromRows && !one_row_arithmetic();  // Note [One-row arithmetic]
+  const bool gemm = n_rows >= kGemmFromRows && !one_row;
   if (w.fast_prefill && gemm) return matmul_quant_gemm(pool, x, n_rows, w, y, act_type);
   if (w.packed != nullptr) return matmul_packed(pool, x, n_rows, *w.packed, y);
   if (w.type == quant::QuantType::Q4_0 && gemm) return matmul_quant_gemm(pool, x, n_rows, w, y, act_type);
@@ -142,6 +143,14 @@ void matmul_quant(ThreadPool& pool, const float* x, std::int64_t n_rows, const Q
         y[r * w.rows + o] = dot(k, w.row(o), a);
       }
     }
+  });
+}
+
+}  // namespace
+
+void matmul_quant(ThreadPool& pool, const float* x, std::int64_t n_rows, const QuantMatrix& w, float* y) {
+  by_row_arithmetic(n_rows, [&](std::int64_t r0, std::int64_t rows, bool one_row) {
+    matmul_quant_rows(pool, x + r0 * w.cols, rows, w, y + r0 * w.rows, one_row);
   });
 }
 

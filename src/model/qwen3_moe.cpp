@@ -8,6 +8,7 @@
 
 #include "fucina/core/ops/index.hpp"
 #include "fucina/model/expert_store.hpp"
+#include "fucina/model/one_row.hpp"
 
 namespace fucina::model {
 
@@ -79,6 +80,11 @@ Tensor<"seq", "embd"> moe_ffn(Context& ctx, const ModelConfig& c, const LayerWei
     for (std::size_t r = 0; r < rows.size(); ++r) tok[r] = static_cast<std::int32_t>(rows[r] / k);
     auto xe = gather<"seq">(ctx, h, TensorT<DType::i32, "tok">::from_data(ctx, {m}, tok));  // <tok, embd>
     auto row_w = gather<"ts">(ctx, weights, TensorT<DType::i32, "tok">::from_data(ctx, {m}, rows));
+    // Note [One-row arithmetic]: the expert's rows keep the batch's order, so its leading
+    // one-row rows are the batch's among them.
+    const std::int64_t one_row = one_row_rows();
+    const OneRowArithmetic expert_scope(
+        one_row == kAllRows ? kAllRows : std::count_if(tok.begin(), tok.end(), [&](std::int32_t t) { return t < one_row; }));
     const ExpertFfn ex = w.expert_store ? w.expert_store->fetch(layer, e) : resident_expert(w, e);
     auto ff = swiglu_ggml(ctx, linear<"embd">(ctx, xe, ex.gate), linear<"embd">(ctx, xe, ex.up));
     auto ye = mul(ctx, linear<"eff">(ctx, ff, ex.down), row_w);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fucina/model/model.hpp"
+#include "fucina/model/one_row.hpp"
 #include "support/synth_model.hpp"
 
 using namespace fucina;
@@ -52,6 +53,54 @@ TEST_P(ForwardAsDecode, EveryRowIsItsOneTokenForward) {
           << c.name << " " << load_name << ", " << model::kv_type_name(kv) << " KV, prompt " << prompt_len << ": the K/V left behind";
     }
   }
+}
+
+// Note [Speculative batches]: a batch step's decode chunks lead its forward under
+// OneRowArithmetic(their rows) and its prompt chunks follow in the same forward. Each decode
+// row must be its one-token forward's and the prompt chunk's logits and K/V those of the
+// chunk in a forward of its own: 17 decode rows of one sequence, then 40 prompt rows of
+// another (past the quantized GEMM's 16, so the two parts take different products).
+TEST_P(ForwardAsDecode, LeadingRowsAreOneRowsAndTheRestTheirOwnForward) {
+  const auto& [c, load, load_name] = GetParam();
+  Context ctx({.threads = 2});
+  const auto path = test::make_synth_model(c, std::string("as_decode_mixed_") + load_name);
+  const auto m = model::Model::load(path, load);
+  std::filesystem::remove(path);
+  const std::int64_t vocab = m.config().n_vocab;
+  constexpr std::int64_t kCtx = 512, kRows = 17;
+  const auto prompt = test::pattern_tokens(30, vocab, 1), drafted = test::pattern_tokens(kRows, vocab, 2),
+             other = test::pattern_tokens(40, vocab, 3);
+  const std::int32_t after[1] = {7};
+  auto solo = m.new_cache(ctx, kCtx);
+  auto alone = m.new_paged_cache(ctx, kCtx, kCtx);
+  auto mixed = m.new_paged_cache(ctx, 2 * kCtx, kCtx);
+  m.prefill(ctx, solo, prompt);
+  const auto a = mixed.open(), b = mixed.open(), b_alone = alone.open();
+  const model::Model::SeqChunk prefill_a{a, prompt};
+  m.forward_batch(ctx, mixed, std::span(&prefill_a, 1));
+  const model::Model::SeqChunk both[2] = {{a, drafted, true}, {b, other}};
+  std::vector<float> got;
+  {
+    const model::OneRowArithmetic one_row(kRows);
+    got = m.forward_batch(ctx, mixed, both).to_vector();
+  }
+  ASSERT_EQ(got.size(), static_cast<std::size_t>((kRows + 1) * vocab));
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    const auto want = m.forward(ctx, solo, std::span(drafted).subspan(static_cast<std::size_t>(r), 1)).to_vector();
+    ASSERT_EQ(std::vector<float>(got.begin() + r * vocab, got.begin() + (r + 1) * vocab), want)
+        << c.name << " " << load_name << ": decode row " << r;
+  }
+  const model::Model::SeqChunk b_chunk{b_alone, other};
+  EXPECT_EQ(std::vector<float>(got.begin() + kRows * vocab, got.end()),
+            m.forward_batch(ctx, alone, std::span(&b_chunk, 1)).to_vector())
+      << c.name << " " << load_name << ": the prompt chunk";
+  // The K/V both left behind: a next token for each, one row at a time.
+  const model::Model::SeqChunk next_a{a, after}, next_b{b, after}, next_b_alone{b_alone, after};
+  EXPECT_EQ(m.forward_batch(ctx, mixed, std::span(&next_a, 1)).to_vector(), m.forward(ctx, solo, after).to_vector())
+      << c.name << " " << load_name << ": the decode rows' K/V";
+  EXPECT_EQ(m.forward_batch(ctx, mixed, std::span(&next_b, 1)).to_vector(),
+            m.forward_batch(ctx, alone, std::span(&next_b_alone, 1)).to_vector())
+      << c.name << " " << load_name << ": the prompt chunk's K/V";
 }
 
 std::vector<Param> params() {

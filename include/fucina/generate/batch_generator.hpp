@@ -33,10 +33,11 @@
 // sequence drafts as Generator does (Note [Speculative decoding] in generator.hpp; its own
 // drafts, length and cost gate, a speculator per sequence): its decode chunk is its last
 // sampled token and the k tokens drafted after it, k cut to the budget left once every
-// other decoding sequence has its row. The decode chunks run in a forward of their own
-// under OneRowArithmetic (one_row.hpp), so every decode row, drafted or not, is bit for bit
-// its sequence's one-token forward whatever else runs in the step; the prompt chunks then
-// run in a second forward (a step with both reads the weights twice). The sequence samples
+// other decoding sequence has its row. The decode chunks lead the step's forward under
+// OneRowArithmetic(their rows) (one_row.hpp), so every decode row, drafted or not, is bit for
+// bit its sequence's one-token forward whatever else runs in the step, while the prompt
+// chunks after them sum as in a forward of their own (one forward: the weights are read
+// from memory once for both; a second pass over each matrix mostly hits the cache). The sequence samples
 // from its rows while they hold the drafted tokens, and the K/V of the rows after the first
 // miss are cut from its blocks (PagedKvCache::truncate). So at temperature 0 a sequence
 // prints the same bytes with speculation on or off, and a seeded sampler draws the same

@@ -52,11 +52,11 @@ void matmul_f32(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int6
 // BF16 weights (stored bf16 bits): the activations are rounded to bf16 as ggml does and
 // every product is vdpbf16ps's (pairs of exact products added one FMA at a time, subnormals
 // flushed), in ggml_vec_dot_bf16's order for one row (two accumulators over 64-blocks, the
-// tail in double) or tinyBLAS's for >= 2 rows (k % 32 == 0, n_out % 4 == 0). The scalar twin
-// emulates the instruction bit for bit.
+// tail in double) or tinyBLAS's for >= 2 rows (k % 32 == 0, n_out % 4 == 0) unless one_row
+// (Note [One-row arithmetic]). The scalar twin emulates the instruction bit for bit.
 float dot_bf16(const std::uint16_t* w, const std::uint16_t* x, std::int64_t k, GgmlOrder order);
 float dot_bf16_scalar(const std::uint16_t* w, const std::uint16_t* x, std::int64_t k, GgmlOrder order);
 void matmul_bf16(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int64_t k, const std::uint16_t* w,
-                 std::int64_t w_stride, std::int64_t n_out, float* y);
+                 std::int64_t w_stride, std::int64_t n_out, float* y, bool one_row = false);
 
 }  // namespace fucina::model

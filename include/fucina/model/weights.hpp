@@ -93,16 +93,18 @@ Tensor<R, Out> linear_ggml(Context& ctx, const Tensor<R, C>& xr, const RawTensor
   const std::int64_t k = xr.template size<C>(), n = xr.template size<R>(), n_out = wr.shape[0];
   FUCINA_ASSERT(wr.strides[1] == 1);
   auto y = Tensor<R, Out>::empty(ctx, {n, n_out});
-  // tinyBLAS only runs for >= 2 activation rows (llamafile_sgemm returns early for one:
-  // decode, the output head) and only takes k % 16 == 0, rows % 4 == 0; else ggml_vec_dot.
-  const bool tiles = n >= 2 && k % 16 == 0 && n_out % 4 == 0 && !one_row_arithmetic();
-  const GgmlOrder order = tiles ? tiled_order : GgmlOrder::vec;
-  if (wr.dtype == DType::f16)
-    matmul_f16(ctx.pool(), xr.data().data(), n, k, wr.template data<Half>(), wr.strides[0], n_out,
-               y.mutable_data().data(), order);
-  else
-    matmul_f32(ctx.pool(), xr.data().data(), n, k, wr.template data<float>(), wr.strides[0], n_out,
-               y.mutable_data().data(), order);
+  by_row_arithmetic(n, [&](std::int64_t r0, std::int64_t rows, bool one_row) {  // Note [One-row arithmetic]
+    // tinyBLAS only runs for >= 2 activation rows (llamafile_sgemm returns early for one:
+    // decode, the output head) and only takes k % 16 == 0, rows % 4 == 0; else ggml_vec_dot.
+    const bool tiles = rows >= 2 && k % 16 == 0 && n_out % 4 == 0 && !one_row;
+    const GgmlOrder order = tiles ? tiled_order : GgmlOrder::vec;
+    const float* x = xr.data().data() + r0 * k;
+    float* out = y.mutable_data().data() + r0 * n_out;
+    if (wr.dtype == DType::f16)
+      matmul_f16(ctx.pool(), x, rows, k, wr.template data<Half>(), wr.strides[0], n_out, out, order);
+    else
+      matmul_f32(ctx.pool(), x, rows, k, wr.template data<float>(), wr.strides[0], n_out, out, order);
+  });
   return y;
 }
 
