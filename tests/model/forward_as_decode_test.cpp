@@ -24,14 +24,21 @@ struct Param {
   const char* load_name;
 };
 
-class ForwardAsDecode : public ::testing::TestWithParam<Param> {};
+class ForwardAsDecode : public ::testing::TestWithParam<Param> {
+ protected:
+  // The case's synthetic model, loaded with its options (the file removed once mapped).
+  static model::Model load_case(const Param& p, const std::string& test) {
+    const auto path = test::make_synth_model(p.c, test + "_" + p.load_name);
+    auto m = model::Model::load(path, p.load);
+    std::filesystem::remove(path);
+    return m;
+  }
+};
 
 TEST_P(ForwardAsDecode, EveryRowIsItsOneTokenForward) {
   const auto& [c, load, load_name] = GetParam();
   Context ctx({.threads = 2});
-  const auto path = test::make_synth_model(c, std::string("as_decode_") + load_name);
-  const auto m = model::Model::load(path, load);
-  std::filesystem::remove(path);
+  const auto m = load_case(GetParam(), "as_decode");
   const std::int64_t vocab = m.config().n_vocab;
   constexpr std::int64_t kCtx = 1024, kRows = 17;  // 17 rows: past the quantized GEMM's 16
   for (const model::KvType kv : {model::KvType::f16, model::KvType::f32}) {
@@ -63,9 +70,7 @@ TEST_P(ForwardAsDecode, EveryRowIsItsOneTokenForward) {
 TEST_P(ForwardAsDecode, LeadingRowsAreOneRowsAndTheRestTheirOwnForward) {
   const auto& [c, load, load_name] = GetParam();
   Context ctx({.threads = 2});
-  const auto path = test::make_synth_model(c, std::string("as_decode_mixed_") + load_name);
-  const auto m = model::Model::load(path, load);
-  std::filesystem::remove(path);
+  const auto m = load_case(GetParam(), "as_decode_mixed");
   const std::int64_t vocab = m.config().n_vocab;
   constexpr std::int64_t kCtx = 512, kRows = 17;
   const auto prompt = test::pattern_tokens(30, vocab, 1), drafted = test::pattern_tokens(kRows, vocab, 2),
