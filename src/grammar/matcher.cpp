@@ -462,15 +462,22 @@ class ByteAutomaton {
   // and the group's sets refuse them, so exactly the tokens below its first control bytes
   // are refused. Walk: visit the node.
   enum class Skip { Walk, Whole, AboveControls };
-  // The loop depth of state `id` (measured up to 255 bytes, the most a trie node's
-  // least_depth says), or the largest there is when it is longer: then ask skip().
-  std::uint16_t known_depth(std::int32_t id) {
+  // What a walk reads of state `id` at every node: its loop depth (measured up to 255
+  // bytes, the most a trie node's least_depth says; the largest there is when it is longer:
+  // then ask skip()) and the byte kinds its loop holds whole from where it stands (none
+  // inside a character; never control characters, so a subtree within them has no
+  // control byte and its least_depth is its height).
+  struct Known {
+    std::uint16_t depth;
+    std::uint8_t kinds;
+  };
+  Known known(std::int32_t id) {
     Reach& r = reach_of(id);
     if (!r.exact && r.depth < 255) {
       r.depth = sets_.loop_depth(r.set, 255);
       r.exact = sets_.loop(r.set).exact;
     }
-    return r.exact ? r.depth : std::numeric_limits<std::uint16_t>::max();
+    return {r.exact ? r.depth : std::numeric_limits<std::uint16_t>::max(), r.kinds};
   }
   Skip skip(std::int32_t id, const Vocabulary& v, std::size_t node) {
     Reach& r = reach_of(id);
@@ -525,13 +532,18 @@ class ByteAutomaton {
     table_.clear();
     reach_.clear();
     masks_.clear();
-    intern(State{});  // 0: dead
+    clean_ids_.clear();
+    states_.push_back(State{});  // 0: dead
+    table_.resize(256, Automaton::unknown);
     current.set = set;
     start_ = intern(current);
   }
 
   std::int32_t intern(State s) {
-    if (s.set == 0) s = State{};
+    if (s.set == 0) return 0;
+    // Between characters (most steps of a walk), by set without hashing.
+    const auto set = static_cast<std::size_t>(s.set);
+    if (s.pending == 0 && set < clean_ids_.size() && clean_ids_[set] != 0) return clean_ids_[set];
     if (s.pending > 0 && sets_.uniform_beyond_ascii(s.set)) s.partial = canonical(s);
     const std::uint64_t key = (static_cast<std::uint64_t>(s.set) << 32) | (static_cast<std::uint64_t>(s.partial) << 8) |
                               (static_cast<std::uint64_t>(s.pending) << 4) | s.length;
@@ -540,6 +552,10 @@ class ByteAutomaton {
     if (id == fresh) {
       states_.push_back(s);
       table_.resize(states_.size() * 256, Automaton::unknown);
+    }
+    if (s.pending == 0) {
+      if (set >= clean_ids_.size()) clean_ids_.resize(std::max(set + 1, 2 * clean_ids_.size()), 0);
+      clean_ids_[set] = id;
     }
     return id;
   }
@@ -600,6 +616,7 @@ class ByteAutomaton {
   Automaton sets_;
   std::vector<State> states_;
   FlatMap ids_;                     // packed State -> id
+  std::vector<std::int32_t> clean_ids_;  // set -> the id of its state between characters (0: none yet)
   std::vector<std::int32_t> table_;  // id * 256 + byte -> id
   // A state's set's loop (Note [Loops]) and its UTF-8 phase, for skip().
   struct Reach {
@@ -608,6 +625,7 @@ class ByteAutomaton {
     std::uint16_t depth;
     std::uint8_t phase;  // 1 << Utf8Phase; 0: not filled yet
     bool non_ascii, exact, refuses_controls;
+    std::uint8_t kinds;  // for known()
   };
   Reach& reach_of(std::int32_t id) {
     if (static_cast<std::size_t>(id) >= reach_.size()) reach_.resize(states_.size());
@@ -618,8 +636,28 @@ class ByteAutomaton {
   Reach reach(std::int32_t id) {
     const State s = states_[static_cast<std::size_t>(id)];
     const auto& loop = sets_.loop(s.set);
-    return {loop.ascii,     s.set,      loop.depth, static_cast<std::uint8_t>(1u << static_cast<int>(phase(s))),
-            loop.non_ascii, loop.exact, loop.refuses_controls};
+    std::uint8_t kinds = 0;
+    if (phase(s) == Utf8Phase::Clean) {
+      for (const std::uint8_t k : {byte_kind::letters, byte_kind::digits, byte_kind::space, byte_kind::punctuation,
+                                   byte_kind::quote_or_backslash}) {
+        const auto& bytes = kind_bytes()[std::countr_zero(k)];
+        if ((bytes[0] & ~loop.ascii[0]) == 0 && (bytes[1] & ~loop.ascii[1]) == 0) kinds |= k;
+      }
+      if (loop.non_ascii) kinds |= byte_kind::non_ascii;
+    }
+    return {loop.ascii,     s.set,      loop.depth,           static_cast<std::uint8_t>(1u << static_cast<int>(phase(s))),
+            loop.non_ascii, loop.exact, loop.refuses_controls, kinds};
+  }
+  // The ASCII bytes of each byte kind (bit c of word c / 64), by the kind's bit index.
+  static const std::array<std::array<std::uint64_t, 2>, 8>& kind_bytes() {
+    static const auto table = [] {
+      std::array<std::array<std::uint64_t, 2>, 8> t{};
+      for (int c = 0; c < 128; ++c)
+        t[static_cast<std::size_t>(std::countr_zero(byte_kind::of(static_cast<std::uint8_t>(c))))][c >> 6] |=
+            std::uint64_t{1} << (c & 63);
+      return t;
+    }();
+    return table;
   }
   std::vector<Reach> reach_;
   std::unordered_map<std::int32_t, std::vector<std::uint64_t>> masks_;
@@ -693,12 +731,12 @@ std::span<const std::uint64_t> Matcher::allowed() {
   // order; a subtree the state allows whole (Note [Loops]) is one run, one allowed but for
   // its control-character branches a few, neither visited.
   // at[d]: the state after the first d bytes.
-  // loop_depth[d]: at[d]'s loop depth (the largest there is when not known: ask); a
-  // subtree whose least_depth is more is walked without asking.
+  // known[d]: at[d]'s loop depth (the largest there is when not known: ask) and the byte
+  // kinds its loop holds; a subtree whose least_depth is more is walked without asking.
   std::vector<std::int32_t> at(v.max_depth() + 1);
-  std::vector<std::uint16_t> loop_depth(v.max_depth() + 1);
+  std::vector<ByteAutomaton::Known> known(v.max_depth() + 1);
   at[0] = state_;
-  loop_depth[0] = a.known_depth(state_);
+  known[0] = a.known(state_);
   runs_.clear();
   const auto allow = [&](std::uint32_t begin, std::uint32_t end) {
     if (begin == end) return;
@@ -707,10 +745,15 @@ std::span<const std::uint64_t> Matcher::allowed() {
   };
   for (std::size_t node = 1; node < v.nodes();) {
     const std::size_t d = v.depth(node);
-    // (A small subtree is cheaper to walk than to ask about.)
+    const ByteAutomaton::Known k = known[d - 1];
+    const std::uint8_t least_depth = v.least_depth(node);
+    // A subtree of byte kinds the loop holds whole (its height is least_depth: no control
+    // byte) is allowed from the node's own facts; else, if big enough (a small subtree is
+    // cheaper to walk than to ask about), ask.
     const ByteAutomaton::Skip skip =
-        v.subtree_end(node) - node >= min_skipped && v.least_depth(node) <= loop_depth[d - 1] ? a.skip(at[d - 1], v, node)
-                                                                                        : ByteAutomaton::Skip::Walk;
+        (v.kinds(node) & ~k.kinds) == 0 && least_depth < 255 && least_depth <= k.depth ? ByteAutomaton::Skip::Whole
+        : v.subtree_end(node) - node >= min_skipped && least_depth <= k.depth         ? a.skip(at[d - 1], v, node)
+                                                                                       : ByteAutomaton::Skip::Walk;
     if (skip != ByteAutomaton::Skip::Walk) {
       std::uint32_t from = v.first_token(node);
       if (skip == ByteAutomaton::Skip::AboveControls) {
@@ -729,7 +772,7 @@ std::span<const std::uint64_t> Matcher::allowed() {
       continue;
     }
     at[d] = s;
-    loop_depth[d] = a.known_depth(s);
+    known[d] = a.known(s);
     allow(v.first_token(node), v.first_token(node + 1));
     ++node;
   }
