@@ -468,16 +468,14 @@ class ByteAutomaton {
   // inside a character; never control characters, so a subtree within them has no
   // control byte and its least_depth is its height).
   struct Known {
-    std::uint16_t depth;
-    std::uint8_t kinds;
+    std::uint16_t depth = 0;
+    std::uint8_t kinds = 0;
+    bool filled = false;
   };
   Known known(std::int32_t id) {
-    Reach& r = reach_of(id);
-    if (!r.exact && r.depth < 255) {
-      r.depth = sets_.loop_depth(r.set, 255);
-      r.exact = sets_.loop(r.set).exact;
-    }
-    return {r.exact ? r.depth : std::numeric_limits<std::uint16_t>::max(), r.kinds};
+    const auto at = static_cast<std::size_t>(id);
+    if (at < known_.size() && known_[at].filled) return known_[at];
+    return measure_known(id);
   }
   Skip skip(std::int32_t id, const Vocabulary& v, std::size_t node) {
     Reach& r = reach_of(id);
@@ -531,6 +529,7 @@ class ByteAutomaton {
     ids_ = FlatMap();
     table_.clear();
     reach_.clear();
+    known_.clear();
     masks_.clear();
     clean_ids_.clear();
     states_.push_back(State{});  // 0: dead
@@ -627,6 +626,16 @@ class ByteAutomaton {
     bool non_ascii, exact, refuses_controls;
     std::uint8_t kinds;  // for known()
   };
+  // known() the first time: kept apart from Reach (a walk reads it at every node it visits).
+  [[gnu::noinline]] Known measure_known(std::int32_t id) {
+    Reach& r = reach_of(id);
+    if (!r.exact && r.depth < 255) {
+      r.depth = sets_.loop_depth(r.set, 255);
+      r.exact = sets_.loop(r.set).exact;
+    }
+    if (known_.size() < states_.size()) known_.resize(states_.size());
+    return known_[static_cast<std::size_t>(id)] = {r.exact ? r.depth : std::numeric_limits<std::uint16_t>::max(), r.kinds, true};
+  }
   Reach& reach_of(std::int32_t id) {
     if (static_cast<std::size_t>(id) >= reach_.size()) reach_.resize(states_.size());
     Reach& r = reach_[static_cast<std::size_t>(id)];
@@ -660,6 +669,7 @@ class ByteAutomaton {
     return table;
   }
   std::vector<Reach> reach_;
+  std::vector<Known> known_;
   std::unordered_map<std::int32_t, std::vector<std::uint64_t>> masks_;
   std::int32_t start_ = 0;
 };
@@ -750,10 +760,13 @@ std::span<const std::uint64_t> Matcher::allowed() {
     // A subtree of byte kinds the loop holds whole (its height is least_depth: no control
     // byte) is allowed from the node's own facts; else, if big enough (a small subtree is
     // cheaper to walk than to ask about), ask.
+    // (The kinds are read only when the depth allows: states with few tokens allowed
+    // rarely get that far.)
+    const bool deep_enough = least_depth <= k.depth;
     const ByteAutomaton::Skip skip =
-        (v.kinds(node) & ~k.kinds) == 0 && least_depth < 255 && least_depth <= k.depth ? ByteAutomaton::Skip::Whole
-        : v.subtree_end(node) - node >= min_skipped && least_depth <= k.depth         ? a.skip(at[d - 1], v, node)
-                                                                                       : ByteAutomaton::Skip::Walk;
+        deep_enough && least_depth < 255 && (v.kinds(node) & ~k.kinds) == 0 ? ByteAutomaton::Skip::Whole
+        : deep_enough && v.subtree_end(node) - node >= min_skipped         ? a.skip(at[d - 1], v, node)
+                                                                           : ByteAutomaton::Skip::Walk;
     if (skip != ByteAutomaton::Skip::Walk) {
       std::uint32_t from = v.first_token(node);
       if (skip == ByteAutomaton::Skip::AboveControls) {
