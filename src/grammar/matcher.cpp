@@ -4,9 +4,8 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cstring>
 #include <limits>
-#include <string>
+#include <span>
 #include <unordered_map>
 
 #include "fucina/core/error.hpp"
@@ -50,6 +49,50 @@ class FlatMap {
   }
   std::vector<std::uint64_t> keys_;
   std::vector<std::int32_t> values_;
+  std::size_t size_ = 0;
+};
+
+// Set ids by their items (sorted node ids): open addressing over 64-bit hashes of the
+// items, a match confirmed by comparing them (`items_of(id)`), no key copied.
+class SetIndex {
+ public:
+  static std::uint64_t hash(std::span<const std::int32_t> items) {
+    std::uint64_t h = items.size();
+    for (const std::int32_t x : items) h = (h ^ static_cast<std::uint32_t>(x)) * 0x9E3779B97F4A7C15ull, h ^= h >> 29;
+    return h;
+  }
+  // The id of the set with `items`, or `fresh` (recorded as theirs) when there is none.
+  template <class ItemsOf>
+  std::int32_t find_or_insert(std::span<const std::int32_t> items, std::int32_t fresh, const ItemsOf& items_of) {
+    if ((size_ + 1) * 2 > slots_.size()) grow();
+    const std::uint64_t h = hash(items);
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t i = h & mask;; i = (i + 1) & mask) {
+      Slot& slot = slots_[i];
+      if (slot.id < 0) {
+        slot = {h, fresh}, ++size_;
+        return fresh;
+      }
+      if (slot.hash == h && std::ranges::equal(items_of(slot.id), items)) return slot.id;
+    }
+  }
+
+ private:
+  struct Slot {
+    std::uint64_t hash = 0;
+    std::int32_t id = -1;
+  };
+  void grow() {
+    std::vector<Slot> slots(std::max<std::size_t>(256, slots_.size() * 2));
+    for (const Slot& s : slots_) {
+      if (s.id < 0) continue;
+      std::size_t i = s.hash & (slots.size() - 1);
+      while (slots[i].id >= 0) i = (i + 1) & (slots.size() - 1);
+      slots[i] = s;
+    }
+    slots_ = std::move(slots);
+  }
+  std::vector<Slot> slots_;
   std::size_t size_ = 0;
 };
 
@@ -373,10 +416,12 @@ class Automaton {
   std::int32_t intern_set(std::vector<std::int32_t>& items) {
     std::sort(items.begin(), items.end());
     items.erase(std::unique(items.begin(), items.end()), items.end());
-    std::string key(items.size() * sizeof(std::int32_t), '\0');
-    if (!items.empty()) std::memcpy(key.data(), items.data(), key.size());
-    const auto [it, fresh] = set_ids_.try_emplace(std::move(key), static_cast<std::int32_t>(sets_.size()));
-    if (!fresh) return it->second;
+    const auto fresh = static_cast<std::int32_t>(sets_.size());
+    const std::int32_t id = set_ids_.find_or_insert(items, fresh, [&](std::int32_t set) {
+      const Set& s = sets_[static_cast<std::size_t>(set)];
+      return std::span<const std::int32_t>(items_.data() + s.offset, s.size);
+    });
+    if (id != fresh) return id;
     bool uniform = true, any = false;
     for (const std::int32_t item : items) {
       if (item < 0) continue;
@@ -389,7 +434,7 @@ class Automaton {
     beyond_ascii_next_.push_back(unknown);
     items_.insert(items_.end(), items.begin(), items.end());
     ascii_next_.resize(sets_.size() * 128, unknown);
-    return it->second;
+    return id;
   }
 
   const Grammar* g_;
@@ -397,7 +442,7 @@ class Automaton {
   FlatMap node_ids_;                      // pos << 32 | parent + 1 -> node
   std::vector<Set> sets_;
   std::vector<std::int32_t> items_;
-  std::unordered_map<std::string, std::int32_t> set_ids_;
+  SetIndex set_ids_;
   std::vector<std::int32_t> ascii_next_;                     // set * 128 + c -> set
   FlatMap grouped_next_;                   // set << 32 | stacks holding c -> set
   std::vector<std::int32_t> beyond_ascii_next_;  // set -> set, for uniform_beyond_ascii sets
