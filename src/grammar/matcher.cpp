@@ -129,8 +129,27 @@ class Automaton {
     if (c < 128) {
       const std::size_t slot = static_cast<std::size_t>(set) * 128 + c;
       if (ascii_next_[slot] == unknown) {
-        const std::int32_t next = step_by_classes(set, c);
-        ascii_next_[slot] = next;  // after the step: it may have grown the table
+        const Set s = sets_[static_cast<std::size_t>(set)];
+        if (s.size > max_grouped) {
+          const std::int32_t next = step_by_classes(set, c);
+          ascii_next_[slot] = next;  // after the step: it may have grown the table
+        } else {
+          // The step holds for every ASCII character the same stacks hold: all of them
+          // filled at once (a walk meets most of a row).
+          const std::uint32_t matched = holds_mask(set, c);
+          const std::int32_t next = step_matching(set, matched);
+          std::array<std::uint64_t, 2> same = {~std::uint64_t{0}, ~std::uint64_t{0}};
+          for (std::uint32_t i = 0; i < s.size; ++i) {
+            const std::int32_t item = items_[s.offset + i];
+            if (item < 0) continue;
+            const auto& cls = g_->charsets[g_->elements[nodes_[static_cast<std::size_t>(item)].pos].index].ascii;
+            const bool in = (matched >> i) & 1;
+            same[0] &= in ? cls[0] : ~cls[0], same[1] &= in ? cls[1] : ~cls[1];
+          }
+          std::int32_t* row = &ascii_next_[static_cast<std::size_t>(set) * 128];  // after the step
+          for (int w = 0; w < 2; ++w)
+            for (std::uint64_t bits = same[w]; bits; bits &= bits - 1) row[w * 64 + std::countr_zero(bits)] = next;
+        }
       }
       return ascii_next_[slot];
     }
