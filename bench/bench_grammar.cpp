@@ -17,7 +17,6 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <optional>
 #include <sstream>
 #include <random>
 
@@ -76,25 +75,23 @@ void mask(benchmark::State& state, std::string_view prefix, Kind kind) {
   g::Matcher warm(s->grammar, s->vocab);
   warm.accept(prefix);
   std::size_t kept = 0;
-  // The fresh matchers of cold and next live past their timed mask: freeing one (its
-  // tables) is no part of a mask.
-  std::optional<g::Matcher> m;
   for (auto _ : state) {
     if (kind == Kind::Cached) {
       kept = warm.mask(logits);
+    } else if (kind == Kind::Next) {
+      state.PauseTiming();
+      g::Matcher m(s->grammar, s->vocab);
+      m.accept(prefix.substr(0, prefix.size() - 1));
+      m.mask(logits);
+      m.accept(prefix.substr(prefix.size() - 1));
+      state.ResumeTiming();
+      kept = m.mask(logits);
     } else {
       state.PauseTiming();
-      m.reset();
-      m.emplace(s->grammar, s->vocab);
-      if (kind == Kind::Next) {
-        m->accept(prefix.substr(0, prefix.size() - 1));
-        m->mask(logits);
-        m->accept(prefix.substr(prefix.size() - 1));
-      } else {
-        m->accept(prefix);
-      }
+      g::Matcher m(s->grammar, s->vocab);
+      m.accept(prefix);
       state.ResumeTiming();
-      kept = m->mask(logits);
+      kept = m.mask(logits);
     }
     benchmark::DoNotOptimize(logits.data());
   }

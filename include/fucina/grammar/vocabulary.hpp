@@ -9,7 +9,8 @@
 // order), so a subtree's tokens are one range of it, and each subtree carries a summary of
 // its bytes (Subtree) that lets a walk allow it whole without visiting it; a second summary
 // stops at control characters (code tokens hold many line breaks), so that where they are
-// refused a subtree is allowed but for the ranges below its first control bytes.
+// refused a subtree is allowed but for the ranges below its first control bytes. A third,
+// one byte (kinds), is coarse and read first.
 #include <algorithm>
 #include <array>
 #include <cstdint>
