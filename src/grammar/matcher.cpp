@@ -4,9 +4,8 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cstring>
 #include <limits>
-#include <string>
+#include <span>
 #include <unordered_map>
 
 #include "fucina/core/error.hpp"
@@ -53,6 +52,50 @@ class FlatMap {
   std::size_t size_ = 0;
 };
 
+// Set ids by their items (sorted node ids): open addressing over 64-bit hashes of the
+// items, a match confirmed by comparing them (`items_of(id)`), no key copied.
+class SetIndex {
+ public:
+  static std::uint64_t hash(std::span<const std::int32_t> items) {
+    std::uint64_t h = items.size();
+    for (const std::int32_t x : items) h = (h ^ static_cast<std::uint32_t>(x)) * 0x9E3779B97F4A7C15ull, h ^= h >> 29;
+    return h;
+  }
+  // The id of the set with `items`, or `fresh` (recorded as theirs) when there is none.
+  template <class ItemsOf>
+  std::int32_t find_or_insert(std::span<const std::int32_t> items, std::int32_t fresh, const ItemsOf& items_of) {
+    if ((size_ + 1) * 2 > slots_.size()) grow();
+    const std::uint64_t h = hash(items);
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t i = h & mask;; i = (i + 1) & mask) {
+      Slot& slot = slots_[i];
+      if (slot.id < 0) {
+        slot = {h, fresh}, ++size_;
+        return fresh;
+      }
+      if (slot.hash == h && std::ranges::equal(items_of(slot.id), items)) return slot.id;
+    }
+  }
+
+ private:
+  struct Slot {
+    std::uint64_t hash = 0;
+    std::int32_t id = -1;
+  };
+  void grow() {
+    std::vector<Slot> slots(std::max<std::size_t>(256, slots_.size() * 2));
+    for (const Slot& s : slots_) {
+      if (s.id < 0) continue;
+      std::size_t i = s.hash & (slots.size() - 1);
+      while (slots[i].id >= 0) i = (i + 1) & (slots.size() - 1);
+      slots[i] = s;
+    }
+    slots_ = std::move(slots);
+  }
+  std::vector<Slot> slots_;
+  std::size_t size_ = 0;
+};
+
 // The lazily built DFA over stack sets. Set 0 is the empty set (no parse survives); a set
 // lists node ids, -1 standing for the empty stack (the text is complete).
 class Automaton {
@@ -86,8 +129,27 @@ class Automaton {
     if (c < 128) {
       const std::size_t slot = static_cast<std::size_t>(set) * 128 + c;
       if (ascii_next_[slot] == unknown) {
-        const std::int32_t next = step_by_classes(set, c);
-        ascii_next_[slot] = next;  // after the step: it may have grown the table
+        const Set s = sets_[static_cast<std::size_t>(set)];
+        if (s.size > max_grouped) {
+          const std::int32_t next = step_by_classes(set, c);
+          ascii_next_[slot] = next;  // after the step: it may have grown the table
+        } else {
+          // The step holds for every ASCII character the same stacks hold: all of them
+          // filled at once (a walk meets most of a row).
+          const std::uint32_t matched = holds_mask(set, c);
+          const std::int32_t next = step_matching(set, matched);
+          std::array<std::uint64_t, 2> same = {~std::uint64_t{0}, ~std::uint64_t{0}};
+          for (std::uint32_t i = 0; i < s.size; ++i) {
+            const std::int32_t item = items_[s.offset + i];
+            if (item < 0) continue;
+            const auto& cls = g_->charsets[g_->elements[nodes_[static_cast<std::size_t>(item)].pos].index].ascii;
+            const bool in = (matched >> i) & 1;
+            same[0] &= in ? cls[0] : ~cls[0], same[1] &= in ? cls[1] : ~cls[1];
+          }
+          std::int32_t* row = &ascii_next_[static_cast<std::size_t>(set) * 128];  // after the step
+          for (int w = 0; w < 2; ++w)
+            for (std::uint64_t bits = same[w]; bits; bits &= bits - 1) row[w * 64 + std::countr_zero(bits)] = next;
+        }
       }
       return ascii_next_[slot];
     }
@@ -373,10 +435,12 @@ class Automaton {
   std::int32_t intern_set(std::vector<std::int32_t>& items) {
     std::sort(items.begin(), items.end());
     items.erase(std::unique(items.begin(), items.end()), items.end());
-    std::string key(items.size() * sizeof(std::int32_t), '\0');
-    if (!items.empty()) std::memcpy(key.data(), items.data(), key.size());
-    const auto [it, fresh] = set_ids_.try_emplace(std::move(key), static_cast<std::int32_t>(sets_.size()));
-    if (!fresh) return it->second;
+    const auto fresh = static_cast<std::int32_t>(sets_.size());
+    const std::int32_t id = set_ids_.find_or_insert(items, fresh, [&](std::int32_t set) {
+      const Set& s = sets_[static_cast<std::size_t>(set)];
+      return std::span<const std::int32_t>(items_.data() + s.offset, s.size);
+    });
+    if (id != fresh) return id;
     bool uniform = true, any = false;
     for (const std::int32_t item : items) {
       if (item < 0) continue;
@@ -389,7 +453,7 @@ class Automaton {
     beyond_ascii_next_.push_back(unknown);
     items_.insert(items_.end(), items.begin(), items.end());
     ascii_next_.resize(sets_.size() * 128, unknown);
-    return it->second;
+    return id;
   }
 
   const Grammar* g_;
@@ -397,7 +461,7 @@ class Automaton {
   FlatMap node_ids_;                      // pos << 32 | parent + 1 -> node
   std::vector<Set> sets_;
   std::vector<std::int32_t> items_;
-  std::unordered_map<std::string, std::int32_t> set_ids_;
+  SetIndex set_ids_;
   std::vector<std::int32_t> ascii_next_;                     // set * 128 + c -> set
   FlatMap grouped_next_;                   // set << 32 | stacks holding c -> set
   std::vector<std::int32_t> beyond_ascii_next_;  // set -> set, for uniform_beyond_ascii sets
@@ -462,15 +526,20 @@ class ByteAutomaton {
   // and the group's sets refuse them, so exactly the tokens below its first control bytes
   // are refused. Walk: visit the node.
   enum class Skip { Walk, Whole, AboveControls };
-  // The loop depth of state `id` (measured up to 255 bytes, the most a trie node's
-  // least_depth says), or the largest there is when it is longer: then ask skip().
-  std::uint16_t known_depth(std::int32_t id) {
-    Reach& r = reach_of(id);
-    if (!r.exact && r.depth < 255) {
-      r.depth = sets_.loop_depth(r.set, 255);
-      r.exact = sets_.loop(r.set).exact;
-    }
-    return r.exact ? r.depth : std::numeric_limits<std::uint16_t>::max();
+  // What a walk reads of state `id` at every node: its loop depth (measured up to 255
+  // bytes, the most a trie node's least_depth says; the largest there is when it is longer:
+  // then ask skip()) and the byte kinds its loop holds whole from where it stands (none
+  // inside a character; never control characters, so a subtree within them has no
+  // control byte and its least_depth is its height).
+  struct Known {
+    std::uint16_t depth = 0;
+    std::uint8_t kinds = 0;
+    bool filled = false;
+  };
+  Known known(std::int32_t id) {
+    const auto at = static_cast<std::size_t>(id);
+    if (at < known_.size() && known_[at].filled) return known_[at];
+    return measure_known(id);
   }
   Skip skip(std::int32_t id, const Vocabulary& v, std::size_t node) {
     Reach& r = reach_of(id);
@@ -524,14 +593,20 @@ class ByteAutomaton {
     ids_ = FlatMap();
     table_.clear();
     reach_.clear();
+    known_.clear();
     masks_.clear();
-    intern(State{});  // 0: dead
+    clean_ids_.clear();
+    states_.push_back(State{});  // 0: dead
+    table_.resize(256, Automaton::unknown);
     current.set = set;
     start_ = intern(current);
   }
 
   std::int32_t intern(State s) {
-    if (s.set == 0) s = State{};
+    if (s.set == 0) return 0;
+    // Between characters (most steps of a walk), by set without hashing.
+    const auto set = static_cast<std::size_t>(s.set);
+    if (s.pending == 0 && set < clean_ids_.size() && clean_ids_[set] != 0) return clean_ids_[set];
     if (s.pending > 0 && sets_.uniform_beyond_ascii(s.set)) s.partial = canonical(s);
     const std::uint64_t key = (static_cast<std::uint64_t>(s.set) << 32) | (static_cast<std::uint64_t>(s.partial) << 8) |
                               (static_cast<std::uint64_t>(s.pending) << 4) | s.length;
@@ -540,6 +615,10 @@ class ByteAutomaton {
     if (id == fresh) {
       states_.push_back(s);
       table_.resize(states_.size() * 256, Automaton::unknown);
+    }
+    if (s.pending == 0) {
+      if (set >= clean_ids_.size()) clean_ids_.resize(std::max(set + 1, 2 * clean_ids_.size()), 0);
+      clean_ids_[set] = id;
     }
     return id;
   }
@@ -600,6 +679,7 @@ class ByteAutomaton {
   Automaton sets_;
   std::vector<State> states_;
   FlatMap ids_;                     // packed State -> id
+  std::vector<std::int32_t> clean_ids_;  // set -> the id of its state between characters (0: none yet)
   std::vector<std::int32_t> table_;  // id * 256 + byte -> id
   // A state's set's loop (Note [Loops]) and its UTF-8 phase, for skip().
   struct Reach {
@@ -608,7 +688,18 @@ class ByteAutomaton {
     std::uint16_t depth;
     std::uint8_t phase;  // 1 << Utf8Phase; 0: not filled yet
     bool non_ascii, exact, refuses_controls;
+    std::uint8_t kinds;  // for known()
   };
+  // known() the first time: kept apart from Reach (a walk reads it at every node it visits).
+  [[gnu::noinline]] Known measure_known(std::int32_t id) {
+    Reach& r = reach_of(id);
+    if (!r.exact && r.depth < 255) {
+      r.depth = sets_.loop_depth(r.set, 255);
+      r.exact = sets_.loop(r.set).exact;
+    }
+    if (known_.size() < states_.size()) known_.resize(states_.size());
+    return known_[static_cast<std::size_t>(id)] = {r.exact ? r.depth : std::numeric_limits<std::uint16_t>::max(), r.kinds, true};
+  }
   Reach& reach_of(std::int32_t id) {
     if (static_cast<std::size_t>(id) >= reach_.size()) reach_.resize(states_.size());
     Reach& r = reach_[static_cast<std::size_t>(id)];
@@ -618,10 +709,31 @@ class ByteAutomaton {
   Reach reach(std::int32_t id) {
     const State s = states_[static_cast<std::size_t>(id)];
     const auto& loop = sets_.loop(s.set);
-    return {loop.ascii,     s.set,      loop.depth, static_cast<std::uint8_t>(1u << static_cast<int>(phase(s))),
-            loop.non_ascii, loop.exact, loop.refuses_controls};
+    std::uint8_t kinds = 0;
+    if (phase(s) == Utf8Phase::Clean) {
+      for (const std::uint8_t k : {byte_kind::letters, byte_kind::digits, byte_kind::space, byte_kind::punctuation,
+                                   byte_kind::quote_or_backslash}) {
+        const auto& bytes = kind_bytes()[std::countr_zero(k)];
+        if ((bytes[0] & ~loop.ascii[0]) == 0 && (bytes[1] & ~loop.ascii[1]) == 0) kinds |= k;
+      }
+      if (loop.non_ascii) kinds |= byte_kind::non_ascii;
+    }
+    return {loop.ascii,     s.set,      loop.depth,           static_cast<std::uint8_t>(1u << static_cast<int>(phase(s))),
+            loop.non_ascii, loop.exact, loop.refuses_controls, kinds};
+  }
+  // The ASCII bytes of each byte kind (bit c of word c / 64), by the kind's bit index.
+  static const std::array<std::array<std::uint64_t, 2>, 8>& kind_bytes() {
+    static const auto table = [] {
+      std::array<std::array<std::uint64_t, 2>, 8> t{};
+      for (int c = 0; c < 128; ++c)
+        t[static_cast<std::size_t>(std::countr_zero(byte_kind::of(static_cast<std::uint8_t>(c))))][c >> 6] |=
+            std::uint64_t{1} << (c & 63);
+      return t;
+    }();
+    return table;
   }
   std::vector<Reach> reach_;
+  std::vector<Known> known_;
   std::unordered_map<std::int32_t, std::vector<std::uint64_t>> masks_;
   std::int32_t start_ = 0;
 };
@@ -693,12 +805,12 @@ std::span<const std::uint64_t> Matcher::allowed() {
   // order; a subtree the state allows whole (Note [Loops]) is one run, one allowed but for
   // its control-character branches a few, neither visited.
   // at[d]: the state after the first d bytes.
-  // loop_depth[d]: at[d]'s loop depth (the largest there is when not known: ask); a
-  // subtree whose least_depth is more is walked without asking.
+  // known[d]: at[d]'s loop depth (the largest there is when not known: ask) and the byte
+  // kinds its loop holds; a subtree whose least_depth is more is walked without asking.
   std::vector<std::int32_t> at(v.max_depth() + 1);
-  std::vector<std::uint16_t> loop_depth(v.max_depth() + 1);
+  std::vector<ByteAutomaton::Known> known(v.max_depth() + 1);
   at[0] = state_;
-  loop_depth[0] = a.known_depth(state_);
+  known[0] = a.known(state_);
   runs_.clear();
   const auto allow = [&](std::uint32_t begin, std::uint32_t end) {
     if (begin == end) return;
@@ -707,10 +819,18 @@ std::span<const std::uint64_t> Matcher::allowed() {
   };
   for (std::size_t node = 1; node < v.nodes();) {
     const std::size_t d = v.depth(node);
-    // (A small subtree is cheaper to walk than to ask about.)
+    const ByteAutomaton::Known k = known[d - 1];
+    const std::uint8_t least_depth = v.least_depth(node);
+    // A subtree of byte kinds the loop holds whole (its height is least_depth: no control
+    // byte) is allowed from the node's own facts; else, if big enough (a small subtree is
+    // cheaper to walk than to ask about), ask.
+    // (The kinds are read only when the depth allows: states with few tokens allowed
+    // rarely get that far.)
+    const bool deep_enough = least_depth <= k.depth;
     const ByteAutomaton::Skip skip =
-        v.subtree_end(node) - node >= min_skipped && v.least_depth(node) <= loop_depth[d - 1] ? a.skip(at[d - 1], v, node)
-                                                                                        : ByteAutomaton::Skip::Walk;
+        deep_enough && least_depth < 255 && (v.kinds(node) & ~k.kinds) == 0 ? ByteAutomaton::Skip::Whole
+        : deep_enough && v.subtree_end(node) - node >= min_skipped         ? a.skip(at[d - 1], v, node)
+                                                                           : ByteAutomaton::Skip::Walk;
     if (skip != ByteAutomaton::Skip::Walk) {
       std::uint32_t from = v.first_token(node);
       if (skip == ByteAutomaton::Skip::AboveControls) {
@@ -729,7 +849,7 @@ std::span<const std::uint64_t> Matcher::allowed() {
       continue;
     }
     at[d] = s;
-    loop_depth[d] = a.known_depth(s);
+    known[d] = a.known(s);
     allow(v.first_token(node), v.first_token(node + 1));
     ++node;
   }

@@ -67,6 +67,7 @@ Vocabulary::Vocabulary(const std::vector<std::string>& pieces, const std::vector
     }
   };
   summaries_.assign(n, Summaries{});
+  kinds_.assign(n, 0);
   for (std::uint32_t i = n; i-- > 1;) {
     Summaries& node = summaries_[i];
     const std::uint8_t b = nodes_[i].byte;
@@ -75,6 +76,9 @@ Vocabulary::Vocabulary(const std::vector<std::string>& pieces, const std::vector
     else summarize(node.above_controls, b, children_ok_above[i]);
     nodes_[i].least_depth =
         static_cast<std::uint8_t>(std::min<int>({node.below.height, node.above_controls.height + 1, 255}));
+    kinds_[i] |= byte_kind::of(b);
+    if (!(node.below.utf8_ok & (1u << static_cast<int>(Utf8Phase::Clean)))) kinds_[i] |= byte_kind::not_utf8;
+    kinds_[parent[i]] |= kinds_[i] & ~byte_kind::not_utf8;  // (a lead byte makes its continuations valid)
     add(summaries_[parent[i]].below, node.below);
     add(summaries_[parent[i]].above_controls, node.above_controls);
     children_ok[parent[i]] &= node.below.utf8_ok;

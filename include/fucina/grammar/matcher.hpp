@@ -37,7 +37,11 @@
 // byte >= 0x80 is, its height, and from which UTF-8 phases every path is valid
 // (utf8_prefix.hpp). A subtree whose bytes are within a state's loop, valid from the state's
 // phase and no higher than the depth is allowed whole: its tokens are one run of the trie
-// order, found without visiting it. A second summary stops at control characters: where
+// order, found without visiting it. Most such subtrees (words, inside a string) are told
+// from one byte per node, the kinds of bytes below (letters, digits, space, other
+// printable, quote or backslash, control, beyond ASCII, not UTF-8), against the kinds the
+// loop holds whole: no subtree is too small to skip that way, and the full summary is read
+// only for the rest. A second summary stops at control characters: where
 // the loop's sets refuse them (JSON strings do), a subtree whose part above them fits (one
 // byte short of the depth, so the control byte meets a set of the loop) is allowed but for
 // the ranges under its first control bytes. Anything else is visited as before. The runs

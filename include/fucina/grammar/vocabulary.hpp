@@ -9,7 +9,8 @@
 // order), so a subtree's tokens are one range of it, and each subtree carries a summary of
 // its bytes (Subtree) that lets a walk allow it whole without visiting it; a second summary
 // stops at control characters (code tokens hold many line breaks), so that where they are
-// refused a subtree is allowed but for the ranges below its first control bytes.
+// refused a subtree is allowed but for the ranges below its first control bytes. A third,
+// one byte (kinds), is coarse and read first.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -36,6 +37,25 @@ struct Subtree {
   }
 };
 
+// Coarse byte classes, for a one-byte summary of a subtree (Vocabulary::kinds) that a walk
+// compares with the classes a state's loop holds whole before it reaches for the full
+// summaries: most subtrees inside a string are words, and that needs no more than this.
+namespace byte_kind {
+// punctuation: the other printable ASCII; not_utf8 is a subtree's, never a byte's: some
+// path down is no valid UTF-8 from between characters.
+inline constexpr std::uint8_t letters = 1, digits = 2, space = 4, punctuation = 8, quote_or_backslash = 16, control = 32,
+                              non_ascii = 64, not_utf8 = 128;
+constexpr std::uint8_t of(std::uint8_t b) {
+  if (b >= 0x80) return non_ascii;
+  if (b < 0x20 || b == 0x7F) return control;
+  if ((b | 0x20) >= 'a' && (b | 0x20) <= 'z') return letters;
+  if (b >= '0' && b <= '9') return digits;
+  if (b == ' ') return space;
+  if (b == '"' || b == '\\') return quote_or_backslash;
+  return punctuation;
+}
+}  // namespace byte_kind
+
 class Vocabulary {
  public:
   // pieces[id]: the bytes token id prints (may end inside a UTF-8 character); is_end[id]:
@@ -61,6 +81,10 @@ class Vocabulary {
   // height and above_controls' height + 1), capped at 255: a walk reads it from the node's
   // own record before it reaches for the summaries.
   std::uint8_t least_depth(std::size_t node) const { return nodes_[node].least_depth; }
+  // The byte_kind bits of the bytes below node (its own included), and not_utf8 unless
+  // every path down is valid UTF-8 from between characters; apart from the node records
+  // (a walk reads it in preorder too, 1 byte a node).
+  std::uint8_t kinds(std::size_t node) const { return kinds_[node]; }
   static constexpr bool is_control(std::uint8_t b) { return b < 0x20 || b == 0x7F; }
   // Calls f(k) for the first control nodes down each path of node's subtree, in preorder.
   template <class F>
@@ -100,6 +124,7 @@ class Vocabulary {
   };
   std::vector<Node> nodes_;
   std::vector<Summaries> summaries_;
+  std::vector<std::uint8_t> kinds_;
   std::vector<std::uint32_t> controls_;       // the nodes of control bytes, in preorder
   std::vector<std::uint32_t> after_control_;  // i -> the first index of controls_ past controls_[i]'s subtree
   std::size_t max_depth_ = 0;
