@@ -112,14 +112,6 @@ inline void prefetch(const std::byte* p) { _mm_prefetch(reinterpret_cast<const c
 inline __m128i load128(const std::byte* p) { return _mm_load_si128(reinterpret_cast<const __m128i*>(p)); }
 inline __m256i load256(const std::byte* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
 
-// Makes the compiler keep `p`'s object in memory instead of registers.
-inline void escape(void* p) { asm volatile("" : : "r"(p) : "memory"); }
-
-// isum + lo * sl + hi * sh (int32 lanes).
-inline __m512i add_scaled(__m512i isum, __m512i lo, __m512i sl, __m512i hi, __m512i sh) {
-  return _mm512_add_epi32(isum, _mm512_add_epi32(_mm512_mullo_epi32(lo, sl), _mm512_mullo_epi32(hi, sh)));
-}
-
 inline __m512i act_word(const std::int8_t* q) {
   std::int32_t v;
   std::memcpy(&v, q, 4);
@@ -148,32 +140,20 @@ void tile_q4_K(const std::byte* group, std::int64_t nsb, const BlockQ8_K* const*
       const __m512i sh = _mm512_cvtepu8_epi32(load128(rec + kScOff + 32 * j + 16));
       const std::byte* chunks = rec + kQsOff + 8 * j * 64;
       for (int c = 0; c < 8; ++c) prefetch(chunks + c * 64 + kPrefetch);
-      if constexpr (T <= 4) {  // both sub-blocks at once: 2T dot chains
-        __m512i lo[T], hi[T];
-        for (int i = 0; i < T; ++i) lo[i] = hi[i] = _mm512_setzero_si512();
+      // One sub-block at a time (each chunk is read twice, the second time from L1): T dot
+      // chains, so 8 rows fit the registers and every chunk is unpacked once per tile.
+      for (int h = 0; h < 2; ++h) {
+        __m512i dot[T];
+        for (int i = 0; i < T; ++i) dot[i] = _mm512_setzero_si512();
+#pragma GCC unroll 8  // constant offsets from each row's pointer (otherwise reloaded from the stack)
         for (int c = 0; c < 8; ++c) {
           const __m512i x = _mm512_load_si512(chunks + c * 64);
-          const __m512i xl = _mm512_and_si512(x, low);
-          const __m512i xh = _mm512_and_si512(_mm512_srli_epi16(x, 4), low);
-          for (int i = 0; i < T; ++i) {
-            lo[i] = _mm512_dpbusd_epi32(lo[i], xl, act_word(a[i][b].qs + 64 * j + 4 * c));
-            hi[i] = _mm512_dpbusd_epi32(hi[i], xh, act_word(a[i][b].qs + 64 * j + 32 + 4 * c));
-          }
+          const __m512i q = _mm512_and_si512(h == 0 ? x : _mm512_srli_epi16(x, 4), low);
+          for (int i = 0; i < T; ++i)
+            dot[i] = _mm512_dpbusd_epi32(dot[i], q, act_word(a[i][b].qs + 64 * j + 32 * h + 4 * c));
         }
-        for (int i = 0; i < T; ++i) isum[i] = add_scaled(isum[i], lo[i], sl, hi[i], sh);
-      } else {  // one sub-block at a time (the chunks read twice, from L1): T dot chains fit
-        for (int h = 0; h < 2; ++h) {
-          __m512i dot[T];
-          for (int i = 0; i < T; ++i) dot[i] = _mm512_setzero_si512();
-          for (int c = 0; c < 8; ++c) {
-            const __m512i x = _mm512_load_si512(chunks + c * 64);
-            const __m512i q = _mm512_and_si512(h == 0 ? x : _mm512_srli_epi16(x, 4), low);
-            for (int i = 0; i < T; ++i)
-              dot[i] = _mm512_dpbusd_epi32(dot[i], q, act_word(a[i][b].qs + 64 * j + 32 * h + 4 * c));
-          }
-          const __m512i sc = h == 0 ? sl : sh;
-          for (int i = 0; i < T; ++i) isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(dot[i], sc));
-        }
+        const __m512i sc = h == 0 ? sl : sh;
+        for (int i = 0; i < T; ++i) isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(dot[i], sc));
       }
     }
     __m512i msum[T];

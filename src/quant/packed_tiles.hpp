@@ -21,6 +21,10 @@ void call_tile(int t, Tile& tile, Args&&... args) {
   tile(std::integral_constant<int, T>{}, args...);
 }
 
+// Makes the compiler keep the object at `p` in memory: a tile's running float sums, touched
+// once per block, so that at T = 8 its dot chains get the registers.
+inline void escape(void* p) { asm volatile("" : : "r"(p) : "memory"); }
+
 // Calls tile(std::integral_constant<int, T>{}, g, a, out, row_mask) for every group g in
 // [g0, g1) and every run of T <= kActTile activation rows: a[i] is activation row i0 + i
 // (Act blocks, act_stride bytes apart), out[i] its 16 outputs of group g in y.
