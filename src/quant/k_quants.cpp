@@ -3,11 +3,17 @@
 // with -ffp-contract=off, like ggml-base) so the output is byte-identical to
 // quantize_row_*_ref; integer conversions mirror C's implicit narrowing.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
 #include "detail.hpp"
+#include "fucina/kernels/arch.hpp"
 #include "fucina/quant/k_quants.hpp"
+
+#if FUCINA_ARCH_AVX512
+#include <immintrin.h>
+#endif
 
 namespace fucina::quant {
 
@@ -475,6 +481,47 @@ void quantize_row_q8_K(const float* x, BlockQ8_K* y, std::int64_t n) {
     }
     y[i].d = 1 / iscale;
   }
+}
+
+bool quantize_row_q8_K_simd(const float* x, BlockQ8_K* y, std::int64_t n) {
+#if FUCINA_ARCH_AVX512
+  const __m512 sign = _mm512_set1_ps(-0.f), magic = _mm512_set1_ps(12582912.f);
+  const __m512i mantissa = _mm512_set1_epi32(0x007fffff), bias = _mm512_set1_epi32(0x00400000);
+  const __m512i top = _mm512_set1_epi32(127);
+  for (std::int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+    // vmaxps returns its second operand when the first is NaN: NaNs are skipped, as the
+    // scalar loop's `ax > amax` skips them.
+    __m512 m = _mm512_setzero_ps();
+    for (int j = 0; j < kQK_K; j += 16) m = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + j)), m);
+    const float amax = _mm512_reduce_max_ps(m);
+    if (amax == 0.0f) {
+      std::memset(&y[i], 0, sizeof(BlockQ8_K));
+      continue;
+    }
+    int first = 0;  // the first element of largest magnitude, as the scalar loop keeps
+    for (int j = 0; j < kQK_K; j += 16) {
+      const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + j)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+      if (hit != 0) {
+        first = j + std::countr_zero(static_cast<unsigned>(hit));
+        break;
+      }
+    }
+    const float iscale = -127.f / x[first];
+    const __m512 vs = _mm512_set1_ps(iscale);
+    for (int j = 0; j < kQK_K; j += 16) {
+      // nearest_int(iscale * x): the product rounded, then the magic add rounded (no FMA).
+      const __m512 v = _mm512_add_ps(_mm512_mul_ps(vs, _mm512_loadu_ps(x + j)), magic);
+      const __m512i q = _mm512_min_epi32(_mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(v), mantissa), bias), top);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(y[i].qs + j), _mm512_cvtepi32_epi8(q));
+      y[i].bsums[j / 16] = static_cast<std::int16_t>(_mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(_mm512_cvtepi32_epi8(q))));
+    }
+    y[i].d = 1 / iscale;
+  }
+  return true;
+#else
+  (void)x, (void)y, (void)n;
+  return false;
+#endif
 }
 
 void dequantize_row_q2_K(const BlockQ2_K* x, float* y, std::int64_t n) {

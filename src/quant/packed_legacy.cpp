@@ -141,12 +141,12 @@ void tile_avx512(const std::byte* quants, const f16_bits* scales, std::int64_t n
   __m512 acc[T];
   for (int i = 0; i < T; ++i) acc[i] = _mm512_setzero_ps();
   for (std::int64_t b = 0; b < nb; ++b) {
-    if constexpr (T == 1) {  // decode streams weights from DRAM: ask for them ahead
-      for (int l = 0; l < QuantBytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(quants + b * QuantBytes + kPrefetchAhead + l), _MM_HINT_T0);
-      // The scales sit after a group's quants, a second stream: fetch the next group's
-      // during this one, so a group never starts on a missed scale line.
-      _mm_prefetch(reinterpret_cast<const char*>(next_scales + b * kPackRows), _MM_HINT_T0);
-    }
+    // Decode streams weights from DRAM, one row or a batch's 8 rows alike (without this an
+    // 8-row tile ran at half the speed): ask for them ahead.
+    for (int l = 0; l < QuantBytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(quants + b * QuantBytes + kPrefetchAhead + l), _MM_HINT_T0);
+    // The scales sit after a group's quants, a second stream: fetch the next group's
+    // during this one, so a group never starts on a missed scale line.
+    _mm_prefetch(reinterpret_cast<const char*>(next_scales + b * kPackRows), _MM_HINT_T0);
     __m512i v[8];
     Chunks::load(quants + b * QuantBytes, v);
     const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales + b * kPackRows)));

@@ -112,11 +112,6 @@ inline void prefetch(const std::byte* p) { _mm_prefetch(reinterpret_cast<const c
 inline __m128i load128(const std::byte* p) { return _mm_load_si128(reinterpret_cast<const __m128i*>(p)); }
 inline __m256i load256(const std::byte* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
 
-// isum + lo * sl + hi * sh (int32 lanes).
-inline __m512i add_scaled(__m512i isum, __m512i lo, __m512i sl, __m512i hi, __m512i sh) {
-  return _mm512_add_epi32(isum, _mm512_add_epi32(_mm512_mullo_epi32(lo, sl), _mm512_mullo_epi32(hi, sh)));
-}
-
 inline __m512i act_word(const std::int8_t* q) {
   std::int32_t v;
   std::memcpy(&v, q, 4);
@@ -131,30 +126,35 @@ void tile_q4_K(const std::byte* group, std::int64_t nsb, const BlockQ8_K* const*
   // Per dword lane (m0 | m1 << 16): byte shuffles giving (m0, m0) and (m1, m1).
   const __m512i dup_even = _mm512_broadcast_i32x4(_mm_set_epi64x(0x0D0C0D0C09080908LL, 0x0504050401000100LL));
   const __m512i dup_odd = _mm512_broadcast_i32x4(_mm_set_epi64x(0x0F0E0F0E0B0A0B0ALL, 0x0706070603020302LL));
-  __m512 acc[T];
-  for (int i = 0; i < T; ++i) acc[i] = _mm512_setzero_ps();
+  // The float sums live in memory (touched once per super-block): at T = 8 the dot chains
+  // and the integer sums need the registers.
+  alignas(64) float acc[T][kPackRows] = {};
+  escape(acc);
   for (std::int64_t b = 0; b < nsb; ++b) {
     const std::byte* rec = group + b * kRecord;
     for (int l = 0; l < kQsOff / 64; ++l) prefetch(rec + l * 64 + kPrefetch);
     __m512i isum[T];
     for (int i = 0; i < T; ++i) isum[i] = _mm512_setzero_si512();
     for (int j = 0; j < 4; ++j) {
-      __m512i lo[T], hi[T];
-      for (int i = 0; i < T; ++i) lo[i] = hi[i] = _mm512_setzero_si512();
-      for (int c = 0; c < 8; ++c) {
-        prefetch(rec + kQsOff + (8 * j + c) * 64 + kPrefetch);
-        const __m512i x = _mm512_load_si512(rec + kQsOff + (8 * j + c) * 64);
-        const __m512i xl = _mm512_and_si512(x, low);
-        const __m512i xh = _mm512_and_si512(_mm512_srli_epi16(x, 4), low);
-        for (int i = 0; i < T; ++i) {
-          lo[i] = _mm512_dpbusd_epi32(lo[i], xl, act_word(a[i][b].qs + 64 * j + 4 * c));
-          hi[i] = _mm512_dpbusd_epi32(hi[i], xh, act_word(a[i][b].qs + 64 * j + 32 + 4 * c));
-        }
-      }
       const __m512i sl = _mm512_cvtepu8_epi32(load128(rec + kScOff + 32 * j));
       const __m512i sh = _mm512_cvtepu8_epi32(load128(rec + kScOff + 32 * j + 16));
-      for (int i = 0; i < T; ++i)
-        isum[i] = add_scaled(isum[i], lo[i], sl, hi[i], sh);
+      const std::byte* chunks = rec + kQsOff + 8 * j * 64;
+      for (int c = 0; c < 8; ++c) prefetch(chunks + c * 64 + kPrefetch);
+      // One sub-block at a time (each chunk is read twice, the second time from L1): T dot
+      // chains, so 8 rows fit the registers and every chunk is unpacked once per tile.
+      for (int h = 0; h < 2; ++h) {
+        __m512i dot[T];
+        for (int i = 0; i < T; ++i) dot[i] = _mm512_setzero_si512();
+#pragma GCC unroll 8  // constant offsets from each row's pointer (otherwise reloaded from the stack)
+        for (int c = 0; c < 8; ++c) {
+          const __m512i x = _mm512_load_si512(chunks + c * 64);
+          const __m512i q = _mm512_and_si512(h == 0 ? x : _mm512_srli_epi16(x, 4), low);
+          for (int i = 0; i < T; ++i)
+            dot[i] = _mm512_dpbusd_epi32(dot[i], q, act_word(a[i][b].qs + 64 * j + 32 * h + 4 * c));
+        }
+        const __m512i sc = h == 0 ? sl : sh;
+        for (int i = 0; i < T; ++i) isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(dot[i], sc));
+      }
     }
     __m512i msum[T];
     for (int i = 0; i < T; ++i) msum[i] = _mm512_setzero_si512();
@@ -174,12 +174,13 @@ void tile_q4_K(const std::byte* group, std::int64_t nsb, const BlockQ8_K* const*
     const __m512 mw = _mm512_cvtph_ps(load256(rec + 32));
     for (int i = 0; i < T; ++i) {
       const __m512 da = _mm512_set1_ps(a[i][b].d);
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i]), _mm512_mul_ps(dw, da), acc[i]);
+      __m512 sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i]), _mm512_mul_ps(dw, da), _mm512_load_ps(acc[i]));
       // -(x * y) + acc fused: the scalar arm's fma(x, -y, acc), since negation is exact.
-      acc[i] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[i]), _mm512_mul_ps(mw, da), acc[i]);
+      sum = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[i]), _mm512_mul_ps(mw, da), sum);
+      _mm512_store_ps(acc[i], sum);
     }
   }
-  for (int i = 0; i < T; ++i) _mm512_mask_storeu_ps(out[i], mask, acc[i]);
+  for (int i = 0; i < T; ++i) _mm512_mask_storeu_ps(out[i], mask, _mm512_load_ps(acc[i]));
 }
 
 void kernel_avx512_q4_K(const PackedMatrix& w, std::int64_t g0, std::int64_t g1, const std::byte* act,

@@ -130,11 +130,6 @@ void kernel_scalar_q6_K(const PackedMatrix& w, std::int64_t g0, std::int64_t g1,
 inline void prefetch(const std::byte* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_NTA); }
 inline __m256i load256(const std::byte* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
 
-// isum + lo * sl + hi * sh (int32 lanes).
-inline __m512i add_scaled(__m512i isum, __m512i lo, __m512i sl, __m512i hi, __m512i sh) {
-  return _mm512_add_epi32(isum, _mm512_add_epi32(_mm512_mullo_epi32(lo, sl), _mm512_mullo_epi32(hi, sh)));
-}
-
 inline __m512i act_word(const void* q) {
   std::int32_t v;
   std::memcpy(&v, q, 4);
@@ -175,8 +170,8 @@ void tile_q6_K(const std::byte* group, std::int64_t nsb, const BlockQ8_K* const*
   const auto* d = reinterpret_cast<const f16_bits*>(group);
   // Touching the d array first keeps the whole group one forward stream for the prefetcher.
   for (std::int64_t l = 0; l < records_offset(nsb); l += 64) prefetch(group + l);
-  __m512 acc[T];
-  for (int i = 0; i < T; ++i) acc[i] = _mm512_setzero_ps();
+  alignas(64) float acc[T][kPackRows] = {};
+  escape(acc);
   for (std::int64_t b = 0; b < nsb; ++b) {
     const std::byte* rec = group + records_offset(nsb) + b * kRecord;
     __m512i isum[T];
@@ -192,37 +187,42 @@ void tile_q6_K(const std::byte* group, std::int64_t nsb, const BlockQ8_K* const*
         isum[i] = _mm512_dpwssd_epi32(isum[i], c1, act_word(a[i][b].bsums + 4 * j + 2));
       }
       for (int half = 0; half < 2; ++half) {
-        __m512i lo[T], hi[T];
-        for (int i = 0; i < T; ++i) lo[i] = hi[i] = _mm512_setzero_si512();
-        for (int qq = 0; qq < 2; ++qq) {
-          const int q = 2 * half + qq;
-          const __m512i h = _mm512_load_si512(rec + qh_off(j, q));
-          const __m512i xa = _mm512_load_si512(rec + ql_off(j, 2 * q));
-          const __m512i xb = _mm512_load_si512(rec + ql_off(j, 2 * q + 1));
-          const __m512i al = merge(xa, high_bits<0>(h, bits45), low);
-          const __m512i ah = merge(_mm512_srli_epi16(xa, 4), high_bits<1>(h, bits45), low);
-          const __m512i bl = merge(xb, high_bits<2>(h, bits45), low);
-          const __m512i bh = merge(_mm512_srli_epi16(xb, 4), high_bits<3>(h, bits45), low);
-          for (int i = 0; i < T; ++i) {
-            const std::int8_t* qa = a[i][b].qs + 64 * j + 8 * q;
-            lo[i] = _mm512_dpbusd_epi32(lo[i], al, act_word(qa));
-            hi[i] = _mm512_dpbusd_epi32(hi[i], ah, act_word(qa + 32));
-            lo[i] = _mm512_dpbusd_epi32(lo[i], bl, act_word(qa + 4));
-            hi[i] = _mm512_dpbusd_epi32(hi[i], bh, act_word(qa + 36));
-          }
-        }
-        // Sub-blocks 4j + half (low nibbles) and 4j + 2 + half (high nibbles).
+        // Sub-blocks 4j + half (low nibbles, part 0) and 4j + 2 + half (high nibbles, part 1).
         const __m512i sl = half == 0 ? _mm512_srai_epi32(_mm512_slli_epi32(w0, 16), 16) : _mm512_srai_epi32(w0, 16);
         const __m512i sh = half == 0 ? _mm512_srai_epi32(_mm512_slli_epi32(w1, 16), 16) : _mm512_srai_epi32(w1, 16);
-        for (int i = 0; i < T; ++i)
-          isum[i] = add_scaled(isum[i], lo[i], sl, hi[i], sh);
+        // One part at a time (each chunk read twice, the second time from L1): T dot chains,
+        // so 8 rows fit the registers and every value is decoded once per tile.
+#pragma GCC unroll 2
+        for (int part = 0; part < 2; ++part) {
+          __m512i dot[T];
+          for (int i = 0; i < T; ++i) dot[i] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+          for (int qq = 0; qq < 2; ++qq) {
+            const int q = 2 * half + qq;
+            const __m512i h = _mm512_load_si512(rec + qh_off(j, q));
+            const __m512i xa = _mm512_load_si512(rec + ql_off(j, 2 * q));
+            const __m512i xb = _mm512_load_si512(rec + ql_off(j, 2 * q + 1));
+            const __m512i va = part == 0 ? merge(xa, high_bits<0>(h, bits45), low)
+                                         : merge(_mm512_srli_epi16(xa, 4), high_bits<1>(h, bits45), low);
+            const __m512i vb = part == 0 ? merge(xb, high_bits<2>(h, bits45), low)
+                                         : merge(_mm512_srli_epi16(xb, 4), high_bits<3>(h, bits45), low);
+            for (int i = 0; i < T; ++i) {
+              const std::int8_t* qa = a[i][b].qs + 64 * j + 8 * q + 32 * part;
+              dot[i] = _mm512_dpbusd_epi32(dot[i], va, act_word(qa));
+              dot[i] = _mm512_dpbusd_epi32(dot[i], vb, act_word(qa + 4));
+            }
+          }
+          const __m512i sc = part == 0 ? sl : sh;
+          for (int i = 0; i < T; ++i) isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(dot[i], sc));
+        }
       }
     }
     const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d) + b));
     for (int i = 0; i < T; ++i)
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i]), _mm512_mul_ps(dw, _mm512_set1_ps(a[i][b].d)), acc[i]);
+      _mm512_store_ps(acc[i], _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i]), _mm512_mul_ps(dw, _mm512_set1_ps(a[i][b].d)),
+                                              _mm512_load_ps(acc[i])));
   }
-  for (int i = 0; i < T; ++i) _mm512_mask_storeu_ps(out[i], mask, acc[i]);
+  for (int i = 0; i < T; ++i) _mm512_mask_storeu_ps(out[i], mask, _mm512_load_ps(acc[i]));
 }
 
 void kernel_avx512_q6_K(const PackedMatrix& w, std::int64_t g0, std::int64_t g1, const std::byte* act,

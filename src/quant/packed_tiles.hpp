@@ -9,7 +9,21 @@
 
 namespace fucina::quant::detail {
 
-inline constexpr int kActTile = 4;
+// 8: an 8-stream decode step unpacks each weight chunk once (tiles of 4 unpacked it twice;
+// batch8 rows of bench_inference: Q4_K 3.59 -> 3.2 ms, Q6_K 2.78 -> 2.29 ms).
+inline constexpr int kActTile = 8;
+
+// tile(std::integral_constant<int, t>{}, args...) for a runtime t in 1..T.
+template <int T, class Tile, class... Args>
+void call_tile(int t, Tile& tile, Args&&... args) {
+  if constexpr (T > 1)
+    if (t < T) return call_tile<T - 1>(t, tile, args...);
+  tile(std::integral_constant<int, T>{}, args...);
+}
+
+// Makes the compiler keep the object at `p` in memory: a tile's running float sums, touched
+// once per block, so that at T = 8 its dot chains get the registers.
+inline void escape(void* p) { asm volatile("" : : "r"(p) : "memory"); }
 
 // Calls tile(std::integral_constant<int, T>{}, g, a, out, row_mask) for every group g in
 // [g0, g1) and every run of T <= kActTile activation rows: a[i] is activation row i0 + i
@@ -28,12 +42,7 @@ void for_each_act_tile(const PackedMatrix& w, std::int64_t g0, std::int64_t g1, 
         a[i] = reinterpret_cast<const Act*>(act + (i0 + i) * act_stride);
         out[i] = y + (i0 + i) * ldy + g * kPackRows;
       }
-      switch (t) {
-        case 4: tile(std::integral_constant<int, 4>{}, g, a, out, mask); break;
-        case 3: tile(std::integral_constant<int, 3>{}, g, a, out, mask); break;
-        case 2: tile(std::integral_constant<int, 2>{}, g, a, out, mask); break;
-        default: tile(std::integral_constant<int, 1>{}, g, a, out, mask); break;
-      }
+      call_tile<kActTile>(t, tile, g, a, out, mask);
     }
   }
 }

@@ -141,7 +141,9 @@ void quantize_row_activation(QuantType type, const float* src, void* dst, std::i
   switch (type) {
     case Q::Q8_0: return quantize_act_q8_0(src, out<BlockQ8_0>(dst), n);
     case Q::Q8_1: return quantize_act_q8_1(src, out<BlockQ8_1>(dst), n);
-    case Q::Q8_K: return quantize_row_q8_K(src, out<BlockQ8_K>(dst), n);
+    case Q::Q8_K:
+      if (!quantize_row_q8_K_simd(src, out<BlockQ8_K>(dst), n)) quantize_row_q8_K(src, out<BlockQ8_K>(dst), n);
+      return;
     default: break;
   }
   FUCINA_CHECK(false, Unsupported, "[quantize_row_activation] {} is not an activation format",

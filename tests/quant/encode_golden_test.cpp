@@ -3,12 +3,15 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "fucina/core/error.hpp"
 #include "fucina/quant/blocks_legacy.hpp"
 #include "fucina/quant/iq4.hpp"
+#include "fucina/quant/k_quants.hpp"
 #include "fucina/quant/traits.hpp"
 #include "golden.hpp"
 
@@ -82,6 +85,37 @@ TEST(ActivationGolden, MatchesGgmlCpuBackend) {
       EXPECT_TRUE(std::equal(out.begin(), out.end(), g.row(r))) << c.file << " row " << r;
     }
   }
+}
+
+// The SIMD Q8_K activation encoder writes the scalar encoder's bytes: random blocks of
+// every scale, magnitude ties of both signs (the first one sets the sign of the scale),
+// zero blocks and blocks holding NaN or infinity.
+TEST(ActivationGolden, Q8KSimdEqualsScalar) {
+  constexpr int kBlocks = 64;
+  std::vector<float> x(kBlocks * kQK_K);
+  std::mt19937 rng(20);
+  std::normal_distribution<float> g(0.f, 1.f);
+  for (int b = 0; b < kBlocks; ++b) {
+    float* v = x.data() + b * kQK_K;
+    const float scale = std::ldexp(1.f, b % 40 - 20);
+    for (int j = 0; j < kQK_K; ++j) v[j] = g(rng) * scale;
+    switch (b % 8) {
+      case 1: v[37] = 100 * scale, v[200] = -100 * scale; break;  // tie, positive first
+      case 2: v[5] = -100 * scale, v[6] = 100 * scale; break;      // tie, negative first
+      case 3: std::fill(v, v + kQK_K, 0.f); break;
+      case 4: std::fill(v, v + kQK_K, -0.f), v[255] = 1e-30f; break;
+      case 5: v[17] = std::numeric_limits<float>::quiet_NaN(); break;
+      case 6: v[99] = -std::numeric_limits<float>::infinity(); break;
+      case 7: v[0] = 127.5f * scale, v[1] = -0.5f * scale; break;  // halves meet the rounding
+      default: break;
+    }
+  }
+  std::vector<BlockQ8_K> want(kBlocks), got(kBlocks);
+  quantize_row_q8_K(x.data(), want.data(), static_cast<std::int64_t>(x.size()));
+  if (!quantize_row_q8_K_simd(x.data(), got.data(), static_cast<std::int64_t>(x.size())))
+    GTEST_SKIP() << "no SIMD arm in this build";
+  for (int b = 0; b < kBlocks; ++b)
+    EXPECT_EQ(std::memcmp(&want[b], &got[b], sizeof(BlockQ8_K)), 0) << "block " << b;
 }
 
 // quantize_row(Q8_1) is ggml's quantize_row_q8_1_ref (round half away from zero).

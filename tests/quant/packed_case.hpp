@@ -4,6 +4,7 @@
 // and both sides decoded (for error bounds).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -47,6 +48,23 @@ inline PackedCase make_packed_case(QuantType t, std::int64_t rows, std::int64_t 
     dequantize_row(at, c.dot_acts.data() + i * ab, c.af.data() + i * cols, cols);
   }
   return c;
+}
+
+// The activation row counts the kernels are tested at: every tile width up to and past
+// one full tile (detail::kActTile = 8), and a few rows beyond.
+inline constexpr std::int64_t kActRowCounts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 17};
+
+// Each activation row of a batch gets the very floats it gets when multiplied alone
+// (the batched-decode promise: a sequence's logits do not depend on its batch).
+inline void expect_rows_equal_solo_runs(PackedKernel k, const PackedCase& c, const PackedMatrix& m) {
+  const std::int64_t pb = packed_act_bytes(m.type(), c.cols);
+  std::vector<float> all(static_cast<std::size_t>(c.n_act * c.rows)), one(static_cast<std::size_t>(c.rows));
+  k(m, 0, m.groups(), c.acts.data(), c.n_act, all.data(), c.rows);
+  for (std::int64_t i = 0; i < c.n_act; ++i) {
+    k(m, 0, m.groups(), c.acts.data() + i * pb, 1, one.data(), c.rows);
+    EXPECT_EQ(std::memcmp(one.data(), all.data() + i * c.rows, one.size() * sizeof(float)), 0)
+        << "act row " << i << " of " << c.n_act;
+  }
 }
 
 }  // namespace fucina::quant::test

@@ -52,7 +52,7 @@ TEST_P(PackedKQuantTest, ArmsAgreeAndMatchOneRowDots) {
   const QuantType t = GetParam();
   ASSERT_TRUE(packable(t, 256));
   for (const std::int64_t cols : {256, 1024}) {
-    for (const std::int64_t n_act : {1, 2, 3, 5, 8, 13}) {
+    for (const std::int64_t n_act : kActRowCounts) {
       const std::int64_t rows = 40;  // two full groups and a partial one
       const Case c = make_case(t, rows, cols, n_act, static_cast<unsigned>(cols * 31 + n_act));
       const std::int64_t wb = row_bytes(t, cols), ab = row_bytes(QuantType::Q8_K, cols);
@@ -120,6 +120,19 @@ std::vector<std::byte> exact_weights(QuantType t, std::int64_t rows, std::int64_
     }
   }
   return w;
+}
+
+// Both arms, at every row count: a batch row's outputs are the row's solo outputs, bit for bit.
+TEST_P(PackedKQuantTest, BatchRowsEqualSoloRuns) {
+  const QuantType t = GetParam();
+  for (const std::int64_t cols : {256, 1024})
+    for (const std::int64_t n_act : kActRowCounts) {
+      const std::int64_t rows = 40;
+      const Case c = make_case(t, rows, cols, n_act, static_cast<unsigned>(cols * 37 + n_act));
+      const PackedMatrix m = pack_matrix(t, c.weights.data(), rows, cols, row_bytes(t, cols));
+      for (const DotArm arm : {DotArm::Scalar, DotArm::Avx512Vnni})
+        if (PackedKernel k = packed_kernel(arm, t)) expect_rows_equal_solo_runs(k, c, m);
+    }
 }
 
 TEST_P(PackedKQuantTest, IntegerPartIsExact) {

@@ -34,7 +34,7 @@ class PackedTest : public ::testing::TestWithParam<QuantType> {};
 TEST_P(PackedTest, ArmsAgreeAndMatchOneRowDots) {
   const QuantType t = GetParam();
   for (const std::int64_t cols : {256, 1024}) {
-    for (const std::int64_t n_act : {1, 2, 3, 5, 8, 13}) {
+    for (const std::int64_t n_act : kActRowCounts) {
       const std::int64_t rows = 40;  // two full groups and a partial one
       const Case c = make_case(t, rows, cols, n_act, static_cast<unsigned>(cols + n_act));
       const PackedMatrix m = pack_matrix(t, c.weights.data(), rows, cols, row_bytes(t, cols));
@@ -54,6 +54,19 @@ TEST_P(PackedTest, ArmsAgreeAndMatchOneRowDots) {
         }
     }
   }
+}
+
+// Both arms, at every row count: a batch row's outputs are the row's solo outputs, bit for bit.
+TEST_P(PackedTest, BatchRowsEqualSoloRuns) {
+  const QuantType t = GetParam();
+  for (const std::int64_t cols : {256, 1024})
+    for (const std::int64_t n_act : kActRowCounts) {
+      const std::int64_t rows = 40;
+      const Case c = make_case(t, rows, cols, n_act, static_cast<unsigned>(cols + 101 + n_act));
+      const PackedMatrix m = pack_matrix(t, c.weights.data(), rows, cols, row_bytes(t, cols));
+      for (const DotArm arm : {DotArm::Scalar, DotArm::Avx512Vnni})
+        if (PackedKernel k = packed_kernel(arm, t)) expect_rows_equal_solo_runs(k, c, m);
+    }
 }
 
 // Scales of 1 and small integers: every float is exact, so any integer slip shows.

@@ -89,6 +89,10 @@ void quantize_row_q5_K(const float* x, BlockQ5_K* y, std::int64_t n);
 void quantize_row_q6_K(const float* x, BlockQ6_K* y, std::int64_t n);
 // Q8_K is also what ggml's CPU backend uses for activations.
 void quantize_row_q8_K(const float* x, BlockQ8_K* y, std::int64_t n);
+// Its AVX-512 twin, bit-identical (same roundings, the first largest magnitude picked as
+// max); false when this build has no such arm. Activations go through it: a batched decode
+// step quantizes every row before each of its ~200 products.
+bool quantize_row_q8_K_simd(const float* x, BlockQ8_K* y, std::int64_t n);
 
 void dequantize_row_q2_K(const BlockQ2_K* x, float* y, std::int64_t n);
 void dequantize_row_q3_K(const BlockQ3_K* x, float* y, std::int64_t n);
