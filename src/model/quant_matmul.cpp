@@ -96,8 +96,8 @@ void matmul_packed(ThreadPool& pool, const float* x, std::int64_t n_rows, const 
   });
 }
 
-// Rows in one arithmetic: one_row, every row as a product of its own would sum it (Note
-// [One-row arithmetic]).
+// n_rows rows in one arithmetic: with one_row, each row summed as a one-row product would
+// sum it (Note [One-row arithmetic]).
 void matmul_quant_rows(ThreadPool& pool, const float* x, std::int64_t n_rows, const QuantMatrix& w, float* y,
                        bool one_row) {
   if (w.type == quant::QuantType::BF16)
