@@ -42,8 +42,7 @@ void Sampler::accept(std::int32_t id) {
 }
 
 void Sampler::apply_penalties(std::vector<Candidate>& c) const {
-  const bool active = config_.repeat_penalty != 1.f || config_.presence_penalty != 0.f || config_.frequency_penalty != 0.f;
-  if (!active || recent_.empty()) return;
+  if (!penalties_active()) return;
   std::unordered_map<std::int32_t, int> count;
   for (std::int32_t id : recent_) ++count[id];
   for (auto [id, n] : count) {
@@ -54,15 +53,23 @@ void Sampler::apply_penalties(std::vector<Candidate>& c) const {
   }
 }
 
+bool Sampler::penalties_active() const {
+  return !recent_.empty() &&
+         (config_.repeat_penalty != 1.f || config_.presence_penalty != 0.f || config_.frequency_penalty != 0.f);
+}
+
 std::int32_t Sampler::sample(std::span<const float> logits) {
   FUCINA_CHECK(!logits.empty(), InvalidArgument, "[sampler] empty logits");
+  const bool greedy = config_.temperature <= 0.f || config_.top_k == 1;
+  // Greedy without penalties: the same pick as the candidate path below (the first of the
+  // largest logits), without writing a candidate per vocabulary entry.
+  if (greedy && !penalties_active()) return argmax(logits);
   std::vector<Candidate>& c = work_;
   c.resize(logits.size());
   for (std::size_t i = 0; i < logits.size(); ++i) c[i] = {static_cast<std::int32_t>(i), logits[i]};
   apply_penalties(c);
   const auto by_logit = [](const Candidate& a, const Candidate& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
-  if (config_.temperature <= 0.f || config_.top_k == 1)
-    return std::min_element(c.begin(), c.end(), by_logit)->id;
+  if (greedy) return std::min_element(c.begin(), c.end(), by_logit)->id;
 
   // top-k, then sort what is left (descending) for top-p / min-p.
   std::size_t n = c.size();

@@ -183,6 +183,10 @@ class TensorT {
   }
   // Elements in row-major logical order (any layout).
   std::vector<value_type> to_vector() const {
+    if (raw_.is_contiguous()) {  // logits rows every step: a copy, not an index walk
+      const value_type* base = raw_.template data<value_type>();
+      return std::vector<value_type>(base, base + numel());
+    }
     std::vector<value_type> out(static_cast<std::size_t>(numel()));
     Dims idx{};
     const value_type* base = raw_.template data<value_type>();

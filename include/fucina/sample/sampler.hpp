@@ -44,6 +44,7 @@ class Sampler {
     std::int32_t id;
     float logit;
   };
+  bool penalties_active() const;
   void apply_penalties(std::vector<Candidate>& c) const;
 
   SamplerConfig config_;
