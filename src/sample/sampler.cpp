@@ -23,9 +23,40 @@ void validate(const SamplerConfig& c) {
   FUCINA_CHECK(c.penalty_last_n >= 0, InvalidArgument, "[sampler] penalty window {} must be >= 0", c.penalty_last_n);
 }
 
+// Every greedy token reads a whole row of logits (152k floats): the largest value by lanes
+// (`x > m ? x : m` is one vector max, no index to carry), then the first block holding it.
+// A NaN breaks the lanes' order: max_element's answer then, as before.
 std::int32_t argmax(std::span<const float> logits) {
   FUCINA_CHECK(!logits.empty(), InvalidArgument, "[sampler] empty logits");
-  return static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  constexpr std::size_t kLanes = 16;
+  const std::size_t n = logits.size(), blocks = n / kLanes * kLanes;
+  const float* x = logits.data();
+  float m = x[0];
+  bool nan = false;
+  if (blocks > 0) {
+    float lane[kLanes];
+    for (std::size_t l = 0; l < kLanes; ++l) lane[l] = x[l];
+    for (std::size_t i = 0; i < blocks; i += kLanes)
+      for (std::size_t l = 0; l < kLanes; ++l) {
+        lane[l] = x[i + l] > lane[l] ? x[i + l] : lane[l];
+        nan |= x[i + l] != x[i + l];
+      }
+    for (std::size_t l = 0; l < kLanes; ++l) m = lane[l] > m ? lane[l] : m;
+  }
+  for (std::size_t i = blocks; i < n; ++i) {
+    m = x[i] > m ? x[i] : m;
+    nan |= x[i] != x[i];
+  }
+  if (nan) return static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  for (std::size_t i = 0; i < blocks; i += kLanes) {
+    bool hit = false;
+    for (std::size_t l = 0; l < kLanes; ++l) hit |= x[i + l] == m;
+    if (!hit) continue;
+    for (std::size_t l = 0;; ++l)
+      if (x[i + l] == m) return static_cast<std::int32_t>(i + l);
+  }
+  for (std::size_t i = blocks;; ++i)
+    if (x[i] == m) return static_cast<std::int32_t>(i);
 }
 
 Sampler::Sampler(SamplerConfig config) : config_(config) { validate(config_); }

@@ -2,6 +2,7 @@
 // determinism, and the sampled distribution against softmax (a fixed seed, so exact).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -136,4 +137,26 @@ TEST(StopMatcher, HoldsPrefixesAndCutsAtTheMatch) {
   StopMatcher n({"zz"});
   EXPECT_EQ(n.push("abz"), "ab");
   EXPECT_EQ(n.flush(), "z");
+}
+
+// argmax reads rows in blocks of 16: the answer must not depend on where the maximum, its
+// ties or the tail fall.
+TEST(Sampler, ArgmaxEqualsMaxElementAnywhere) {
+  for (std::size_t n : {1u, 5u, 16u, 17u, 33u, 100u}) {
+    for (std::size_t at = 0; at < n; ++at) {
+      std::vector<float> l(n);
+      for (std::size_t i = 0; i < n; ++i) l[i] = std::sin(static_cast<float>(i) * 1.7f);
+      l[at] = 3.f;
+      if (at + 20 < n) l[at + 20] = 3.f;  // a tie in a later block
+      if (at >= 1) l[at - 1] = -0.f;
+      EXPECT_EQ(argmax(l), std::max_element(l.begin(), l.end()) - l.begin()) << n << " " << at;
+    }
+  }
+  EXPECT_EQ(argmax(std::vector<float>{-0.f, 0.f}), 0);
+  for (std::size_t at : {0u, 1u, 17u, 35u}) {  // NaN: max_element's answer, wherever it is
+    std::vector<float> nan(40, 1.f);
+    nan[at] = std::nanf("");
+    nan[17 + (at == 17)] = 5.f;
+    EXPECT_EQ(argmax(nan), std::max_element(nan.begin(), nan.end()) - nan.begin()) << at;
+  }
 }
