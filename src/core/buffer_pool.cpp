@@ -8,6 +8,7 @@ namespace fucina {
 namespace {
 constexpr std::size_t kAlign = 64;
 constexpr std::size_t kPage = 4096;
+constexpr std::size_t kSlack = 4;  // a block up to a quarter larger serves a request
 
 void free_block(Buffer* b) noexcept {
   ::operator delete(b->data, std::align_val_t{kAlign});
@@ -60,14 +61,18 @@ BufferRef BufferPool::acquire(std::size_t bytes) {
   const std::size_t cls = size_class(bytes);
   {
     std::lock_guard lk(mu_);
-    auto it = free_.find(cls);
-    if (it != free_.end() && !it->second.empty()) {
+    // The request's class, else the smallest cached block at most kSlack larger (Note [Pool
+    // size classes]).
+    const std::size_t most = cls <= kPage ? cls : cls + cls / kSlack;
+    auto it = free_.lower_bound(cls);
+    while (it != free_.end() && it->first <= most && it->second.empty()) ++it;
+    if (it != free_.end() && it->first <= most) {
       Buffer* b = it->second.back();
       it->second.pop_back();
-      stats_.cached_bytes -= cls;
+      stats_.cached_bytes -= b->bytes;
       ++stats_.hits;
       ++stats_.outstanding;
-      stats_.outstanding_bytes += cls;
+      stats_.outstanding_bytes += b->bytes;
       stats_.peak_outstanding = std::max(stats_.peak_outstanding, stats_.outstanding);
       stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.outstanding_bytes);
       return BufferRef(b);

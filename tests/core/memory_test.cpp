@@ -45,6 +45,35 @@ TEST(Memory, NoLeakAtTeardownAndCacheCap) {
   EXPECT_EQ(s.cached_bytes, 4096u);
 }
 
+// A batch step's buffers change size with its rows: a free block up to a quarter larger
+// serves the request (warm pages), a larger one does not (it would waste memory).
+TEST(Memory, NearlySameSizeReusesAFreeBlock) {
+  BufferPool pool;
+  const void* addr;
+  {
+    BufferRef a = pool.acquire(40 * 4096);
+    addr = a.get()->data;
+  }
+  {
+    BufferRef b = pool.acquire(33 * 4096);  // 40 <= 33 * 1.25
+    EXPECT_EQ(b.get()->data, addr);
+    EXPECT_EQ(pool.stats().outstanding_bytes, 40u * 4096u);
+  }
+  EXPECT_EQ(pool.stats().cached_bytes, 40u * 4096u);
+  {
+    BufferRef c = pool.acquire(31 * 4096);  // 40 > 31 * 1.25: a new block
+    EXPECT_NE(c.get()->data, addr);
+    EXPECT_EQ(pool.stats().hits, 1u);
+  }
+  const void* two_k;
+  {
+    BufferRef s = pool.acquire(2048);
+    two_k = s.get()->data;
+  }
+  BufferRef t = pool.acquire(1000);  // up to 4 KiB: exact classes only (1024, not 2048)
+  EXPECT_NE(t.get()->data, two_k);
+}
+
 TEST(Memory, SizeClasses) {
   EXPECT_EQ(BufferPool::size_class(1), 64u);
   EXPECT_EQ(BufferPool::size_class(65), 128u);
