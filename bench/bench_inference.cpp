@@ -4,6 +4,10 @@
 //   .../packed           the same through the interleaved VNNI kernels (quant/packed.hpp)
 //   batch8/<type>        8 activation rows x the gemv matrix (8-stream batched decode): GB/s
 //                        of weights, GFLOP/s; the weights are read once for all 8 rows
+//   f16rows/<order>      rows x n_out x k (the args) f16 products in one order, one thread, CPU
+//                        time: vec = one-row arithmetic's rows (speculation), tiled = plain
+//                        batches; 151936 x 512 streams from DRAM, d = 256 / 768 are the default
+//                        model's verification products (Note [One-row arithmetic])
 //   gemm/<type>          512 activation rows x a 1024 x 3072 weight (prefill), GFLOP/s;
 //                        the roofline is gemm/f32 (the f32 micro-kernel the decoded weights feed)
 //   attention/decode     flash attention of 1 query over 512 cached f16 positions, 16 heads x 128
@@ -13,6 +17,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fucina/fucina.hpp"
@@ -122,6 +127,22 @@ void bench_batch8(benchmark::State& state, QuantType t, bool packed) {
                                                  benchmark::Counter::kIs1000);
 }
 
+void bench_f16_rows(benchmark::State& state, model::GgmlOrder order) {
+  static ThreadPool one(1);
+  const std::int64_t m = state.range(0), n_out = state.range(1), k = state.range(2);
+  const Matrix w(QuantType::F16, n_out, k);
+  auto x = noise(m * k, 9);
+  model::round_to_f16(x.data(), m * k);
+  std::vector<float> y(static_cast<std::size_t>(m * n_out));
+  for (auto _ : state) {
+    model::matmul_f16(one, x.data(), m, k, reinterpret_cast<const Half*>(w.bytes.data()), k, n_out, y.data(), order);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m * n_out * k),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+
 void bench_gemm(benchmark::State& state, QuantType t, bool packed) {
   const std::int64_t m = 512;
   const Matrix w(t, 3072, 1024, packed);
@@ -174,6 +195,12 @@ const int kRegistered = [] {
       benchmark::RegisterBenchmark(("batch8/" + name).c_str(), bench_batch8, t, packed)->UseRealTime()->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(("gemm/" + name).c_str(), bench_gemm, t, packed)->UseRealTime()->Unit(benchmark::kMillisecond);
     }
+  }
+  for (const auto& [name, order] : {std::pair{"f16rows/tiled", model::GgmlOrder::tiled}, std::pair{"f16rows/vec", model::GgmlOrder::vec}}) {
+    auto* b = benchmark::RegisterBenchmark(name, bench_f16_rows, order);
+    b->Args({8, 151936, 512})->Args({8, 3072, 1024})->Args({8, 1024, 3072});
+    for (std::int64_t rows : {2, 5, 9, 17}) b->Args({rows, 768, 256})->Args({rows, 256, 768})->Args({rows, 8192, 256});
+    b->Unit(benchmark::kMicrosecond);
   }
   benchmark::RegisterBenchmark("attention/decode", bench_attention_decode)
       ->Arg(512)

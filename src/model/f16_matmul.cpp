@@ -164,8 +164,9 @@ namespace {
 #if FUCINA_ARCH_AVX512
 // fold16 of 16 accumulators at once: every step adds the same pairs fold16 adds (halves,
 // then quarters, then (0+2), (1+3), then their sum), two accumulators per instruction.
-// out[a] = fold16(v[a]).
-inline void fold16x16(const __m512* v, float* out) {
+// out[a] = fold16(v[a]). Inlined into each tile: called, with the tile's sums stored for it,
+// it took 20% of a 17 x 768 x 256 product (inlined: tiled +10-20%, vec +5-10% at k <= 768).
+[[gnu::always_inline]] inline void fold16x16(const __m512* v, float* out) {
   __m512 p[8], q[4], r[2];
   for (int k = 0; k < 8; ++k)  // lanes 0-7: v[2k]'s halves summed, 8-15: v[2k+1]'s
     p[k] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0x44), _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0xEE));
@@ -292,10 +293,14 @@ template <GgmlOrder Order, typename W>
 void block_dots(const float* x, std::int64_t r0, std::int64_t r1, std::int64_t k, const W* w, std::int64_t ldw,
                 std::int64_t o0, std::int64_t o1, std::int64_t n_out, float* y) {
 #if FUCINA_ARCH_AVX512
+  // Rows split evenly over the fewest tiles of at most kTileRows (17 rows: 4 4 3 3 3, not
+  // 4 4 4 4 1): a 1-row tile widens 6 weight vectors for 6 FMAs.
+  const std::int64_t row_tiles = (r1 - r0 + kTileRows - 1) / kTileRows;
   for (std::int64_t o = o0; o < o1; o += kTileCols) {
     const int rn = static_cast<int>(std::min<std::int64_t>(kTileCols, o1 - o));
-    for (std::int64_t r = r0; r < r1; r += kTileRows) {
-      const int rm = static_cast<int>(std::min<std::int64_t>(kTileRows, r1 - r));
+    for (std::int64_t t = 0; t < row_tiles; ++t) {
+      const std::int64_t r = r0 + (r1 - r0) * t / row_tiles;
+      const int rm = static_cast<int>(r0 + (r1 - r0) * (t + 1) / row_tiles - r);
       tile_any<Order>(rm, rn, x + r * k, k, w + o * ldw, ldw, k, y + r * n_out + o, n_out,
                       std::make_integer_sequence<int, kTileRows>{});
     }
