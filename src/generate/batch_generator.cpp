@@ -270,7 +270,8 @@ bool BatchGenerator::step() {
 
 void BatchGenerator::run_forward(const Plan& plan) {
   if (plan.chunks.empty()) return;
-  const auto logits = model_.forward_batch(ctx_, cache_, plan.chunks).to_vector();
+  const auto out = model_.forward_batch(ctx_, cache_, plan.chunks);
+  const auto logits = out.data();  // read in place
   const auto vocab = static_cast<std::size_t>(model_.config().n_vocab);
   std::size_t row = 0;
   for (std::size_t j = 0; j < plan.chunks.size(); ++j) {

@@ -123,7 +123,8 @@ void Generator::verify(TokenStream& out, std::span<const tokenizer::TokenId> dra
   ids.insert(ids.end(), drafted.begin(), drafted.end());
   const std::int64_t n0 = cache_.size();
   const auto t0 = clock_type::now();
-  const auto rows = model_.forward_as_decode(ctx_, cache_, ids).to_vector();
+  const auto logits = model_.forward_as_decode(ctx_, cache_, ids);  // read in place: k+1 rows of the vocabulary
+  const auto rows = logits.data();
   spec_.timed(1, static_cast<std::int64_t>(ids.size()), seconds_since(t0));
   const auto v = spec_.verify(out, sampler_, rows, drafted, t);
   if (v.last != tokenizer::null_token) unrun_ = v.last;
