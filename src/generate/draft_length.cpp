@@ -24,7 +24,7 @@ std::int32_t DraftLength::next() const {
   double best_rate = kPays, tokens = 1, power = 1;
   for (std::int32_t k = 1; k <= options_.draft_max; ++k) {
     tokens += power *= accept_;
-    const double rate = tokens / (1 + row_cost_ * k);
+    const double rate = tokens / (1 + step_cost_ + row_cost_ * k);
     if (k >= options_.draft_min && rate > best_rate) best = k, best_rate = rate;
   }
   return best;
@@ -40,9 +40,16 @@ void DraftLength::timed(std::int64_t plain_rows, std::int64_t rows, double secon
     return;
   }
   if (plain_seconds_ == 0) return;
-  const double c =
-      std::clamp((seconds / plain_seconds_ - 1) / static_cast<double>(rows - plain_rows), kMinRowCost, kMaxRowCost);
-  row_cost_ += kAcceptWeight * (c - row_cost_);
+  const auto k = static_cast<double>(rows - plain_rows);
+  const double y = seconds / plain_seconds_ - 1;
+  const auto update = [](double& mean, double x) { mean += kAcceptWeight * (x - mean); };
+  update(mean_k_, k), update(mean_kk_, k * k), update(mean_y_, y), update(mean_ky_, k * y);
+  // Draft lengths that vary by less than about one row leave the slope to the noise.
+  constexpr double kMinSpread = 1.0;
+  const double var = mean_kk_ - mean_k_ * mean_k_;
+  const double slope = var >= kMinSpread ? (mean_ky_ - mean_k_ * mean_y_) / var : mean_y_ / mean_k_;
+  row_cost_ = std::clamp(slope, kMinRowCost, kMaxRowCost);
+  step_cost_ = var >= kMinSpread ? std::clamp(mean_y_ - row_cost_ * mean_k_, 0.0, kMaxStepCost) : 0.0;
 }
 
 }  // namespace fucina::generate

@@ -31,26 +31,35 @@ struct SoftmaxState {
   float max = -std::numeric_limits<float>::infinity(), sum = 0.f;
 };
 
-// The online softmax's per-key factors of n <= kRun more keys of one query row, computed
-// before any value is touched: the running max only depends on the scores. Key j (score
-// dots[j] · scale) rescales the running output by ms[j] (1 unless it is a new max) and adds
-// value j weighted by vs[j]. One of the two is an expf, of -|s - max| (ggml's order of
-// operands); all of a run's go through the vectorized libm expf at once (Note [glibc expf]).
-void softmax_steps(const float* dots, float scale, std::int64_t n, float* ms, float* vs, SoftmaxState& st) {
-  float arg[kRun], e[kRun];
-  bool new_max[kRun];
-  for (std::int64_t j = 0; j < n; ++j) {
-    const float s = dots[j] * scale;
-    new_max[j] = s > st.max;
-    arg[j] = new_max[j] ? st.max - s : s - st.max;
-    if (new_max[j]) st.max = s;
-  }
-  kernels::expf_glibc(arg, e, n);
-  for (std::int64_t j = 0; j < n; ++j) {
-    ms[j] = new_max[j] ? e[j] : 1.f;
-    vs[j] = new_max[j] ? 1.f : e[j];
-    st.sum = std::fma(st.sum, ms[j], vs[j]);
-  }
+// The online softmax's per-key factors of n <= kRun more keys of g_count <= kPair query rows,
+// computed before any value is touched: the running max only depends on the scores. Key j
+// (score dots[g][j] · scale) rescales row g's running output by ms[g][j] (1 unless it is a
+// new max) and adds value j weighted by vs[g][j]. One of the two is an expf, of -|s - max|
+// (ggml's order of operands); all of a run's go through the vectorized libm expf at once
+// (Note [glibc expf]). Each row's running sum is a chain of dependent FMAs, one per key: the
+// rows' chains are interleaved so that one's latency hides behind the other's.
+void softmax_steps(int g_count, const float (*dots)[kRun], float scale, std::int64_t n, float (*ms)[kRun],
+                   float (*vs)[kRun], SoftmaxState* st) {
+  float arg[kPair * kRun], e[kPair * kRun];
+  bool new_max[kPair][kRun];
+  for (int g = 0; g < g_count; ++g)
+    for (std::int64_t j = 0; j < n; ++j) {
+      const float s = dots[g][j] * scale;
+      new_max[g][j] = s > st[g].max;
+      arg[g * n + j] = new_max[g][j] ? st[g].max - s : s - st[g].max;
+      if (new_max[g][j]) st[g].max = s;
+    }
+  kernels::expf_glibc(arg, e, g_count * n);
+  float sum[kPair] = {st[0].sum, st[1].sum};
+  for (std::int64_t j = 0; j < n; ++j)
+#pragma GCC unroll 2
+    for (int g = 0; g < kPair; ++g) {
+      if (g == g_count) break;
+      ms[g][j] = new_max[g][j] ? e[g * n + j] : 1.f;
+      vs[g][j] = new_max[g][j] ? 1.f : e[g * n + j];
+      sum[g] = std::fma(sum[g], ms[g][j], vs[g][j]);
+    }
+  for (int g = 0; g < g_count; ++g) st[g].sum = sum[g];
 }
 float inverse(float sum) { return sum == 0.f ? 0.f : 1.f / sum; }
 
@@ -148,7 +157,7 @@ void attend_rows(const KvView& kv, std::int64_t h, const float* const* qs, int g
       float* dp[kPair] = {dots[0], dots[1]};
       // ggml_vec_dot_f16 on the f16 query: its 64-blocks in f32 lanes, the rest in double.
       dot_f16_vec_rows(k0 + kv.row(p) * kr.strides[0], kr.strides[0], qs, g_count, hd, e - p, dp);
-      for (int g = 0; g < g_count; ++g) softmax_steps(dots[g], scale, e - p, ms[g], vs[g], st[g]);
+      softmax_steps(g_count, dots, scale, e - p, ms, vs, st);
       accumulate(g_count, ms, vs, e - p, v0 + kv.row(p) * vr.strides[0], vr.strides[0], hd, acc);
       p = e;
     }

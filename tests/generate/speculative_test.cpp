@@ -109,6 +109,27 @@ TEST(DraftLength, TheRowCostFollowsTheTimedForwards) {
   EXPECT_NEAR(batch.row_cost(), 0.0625, 0.005);
 }
 
+// Note [Draft length]: forwards timed at several draft lengths give the step's own cost c0
+// beside the row cost c (here the default model's, 2 threads: c0 = 0.28, c = 0.46), and c0
+// shuts the gate for short drafts that c alone would let through.
+TEST(DraftLength, AStepCostIsFittedBesideTheRowCost) {
+  DraftLength fitted({.draft_max = 16, .draft_min = 1}), per_row({.draft_max = 16, .draft_min = 1});
+  for (int i = 0; i < 100; ++i) {
+    fitted.timed(1, 1, 1e-3);
+    fitted.timed(1, i % 2 == 0 ? 2 : 16, (1 + 0.28 + 0.46 * (i % 2 == 0 ? 1 : 15)) * 1e-3);
+    per_row.timed(1, 1, 1e-3), per_row.timed(1, 9, (1 + 0.46 * 8) * 1e-3);  // one length only
+    fitted.record(3, 2), per_row.record(3, 2);  // a ~ 0.65
+  }
+  EXPECT_NEAR(fitted.row_cost(), 0.46, 1e-3);
+  EXPECT_NEAR(fitted.step_cost(), 0.28, 1e-3);
+  EXPECT_NEAR(per_row.row_cost(), 0.46, 1e-3);
+  EXPECT_EQ(per_row.step_cost(), 0.0) << "one draft length: no slope to fit";
+  EXPECT_GE(per_row.next(), 1) << "1.65 tokens for 1.46 steps pays";
+  EXPECT_EQ(fitted.next(), 0) << "1.65 tokens for 1.74 steps does not";
+  for (int i = 0; i < 60; ++i) fitted.record(10, 10);  // every drafted token right
+  EXPECT_EQ(fitted.next(), 16);
+}
+
 TEST(DraftLength, BadLengthsAreClearErrors) {
   EXPECT_THROW(DraftLength({.draft_max = 4, .draft_min = 0}), Error);
   EXPECT_THROW(DraftLength({.draft_max = 2, .draft_min = 3}), Error);
