@@ -35,6 +35,7 @@ void DraftLength::record(std::int32_t compared, std::int32_t hits) {
 }
 
 void DraftLength::timed(std::int64_t plain_rows, std::int64_t rows, double seconds) {
+  if (!options_.timed) return;
   if (rows <= plain_rows) {
     plain_seconds_ = plain_seconds_ == 0 ? seconds : plain_seconds_ + kAcceptWeight * (seconds - plain_seconds_);
     return;

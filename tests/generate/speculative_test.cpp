@@ -107,6 +107,10 @@ TEST(DraftLength, TheRowCostFollowsTheTimedForwards) {
   DraftLength batch({.draft_max = 16, .draft_min = 1});
   for (int i = 0; i < 60; ++i) batch.timed(4, 4, 2e-3), batch.timed(4, 12, 3e-3);  // 8 extra rows: half a step more
   EXPECT_NEAR(batch.row_cost(), 0.0625, 0.005);
+  DraftLength untimed({.draft_max = 16, .draft_min = 1, .timed = false});  // the same forwards as `dear`
+  for (int i = 0; i < 60; ++i) untimed.timed(1, 1, 1e-3), untimed.timed(1, 9, 5e-3);
+  EXPECT_NEAR(untimed.row_cost(), DraftLength::kRowCost, 1e-12) << "timed = false keeps the start value";
+  EXPECT_EQ(untimed.step_cost(), 0);
 }
 
 // Note [Draft length]: forwards timed at several draft lengths give the step's own cost c0
@@ -175,7 +179,7 @@ Pair both(const model::Model& m, const tokenizer::Tokenizer& tok, Context& ctx, 
           const Request& request, sample::SamplerConfig sampling, model::KvType kv = model::KvType::f16, std::int64_t n_ctx = 1024) {
   Pair p;
   for (const bool spec : {false, true}) {
-    Generator g(m, tok, ctx, {.n_ctx = n_ctx, .kv_type = kv, .sampling = sampling, .speculative = {.enabled = spec}});
+    Generator g(m, tok, ctx, {.n_ctx = n_ctx, .kv_type = kv, .sampling = sampling, .speculative = {.enabled = spec, .timed = false}});
     g.feed_prompt(prompt);
     (spec ? p.spec : p.plain) = g.generate(request);
     if (spec) {
@@ -311,7 +315,7 @@ TEST_F(SpeculativeTiny, SampledDistributionIsTheModels) {
   for (int s = 0; s < kSamples; ++s) {
     auto sampling = hot;
     sampling.seed = static_cast<std::uint64_t>(s) + 1;
-    Generator g(*model_, *tok_, ctx_, {.n_ctx = 512, .sampling = sampling, .speculative = {.draft_max = 1}});
+    Generator g(*model_, *tok_, ctx_, {.n_ctx = 512, .sampling = sampling, .speculative = {.draft_max = 1, .timed = false}});
     g.feed_prompt(prompt);
     const Result r = g.generate({.max_tokens = 3});
     ASSERT_EQ(r.tokens.size(), 3u);
@@ -401,7 +405,7 @@ std::vector<Result> run_batch(const model::Model& m, const tokenizer::Tokenizer&
                               model::KvType kv = model::KvType::f16) {
   generate::BatchGenerator b(m, tok, ctx,
                              {.n_parallel = 3, .n_ctx = 512, .n_batch = n_batch, .kv_type = kv, .sampling = sampling,
-                              .speculative = {.enabled = spec}});
+                              .speculative = {.enabled = spec, .timed = false}});
   for (std::size_t i = 0; i < c.prompts.size(); ++i) {
     Request r = c.requests[i];
     r.sampling = sampling;
@@ -477,7 +481,7 @@ TEST_F(SpeculativeBatch, GrammarRequestsCutTheDraftsTheyRefuse) {
   EXPECT_EQ(on.back().text.find_first_not_of("abcde !"), std::string::npos) << on.back().text;
 
   const auto digits = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(R"(root ::= [0-9] [0-9] [0-9] "!")"));
-  generate::BatchGenerator b(*model_, *tok_, ctx_, {.n_parallel = 2, .n_ctx = 512, .sampling = greedy()});
+  generate::BatchGenerator b(*model_, *tok_, ctx_, {.n_parallel = 2, .n_ctx = 512, .sampling = greedy(), .speculative = {.timed = false}});
   b.add(prompt, {.max_tokens = 8, .grammar = digits});
   const Result r = b.run()[0];
   EXPECT_EQ(r.timings.drafted, 0) << "a drafted letter reached a row under a digits-only grammar: " << r.text;

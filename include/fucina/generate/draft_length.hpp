@@ -34,6 +34,9 @@ struct SpeculativeOptions {
   bool enabled = true;     // draft from the context and verify (Note [Speculative decoding])
   std::int32_t draft_max = 16;  // drafted tokens per verification at most (>= draft_min)
   std::int32_t draft_min = 1;   // fewer drafted tokens than this: a plain step (>= 1)
+  // false: c and c0 keep their start values whatever the forwards take, so which steps
+  // verify depends on the text alone (tests that must see verifications on a loaded machine).
+  bool timed = true;
 };
 
 // Throws InvalidArgument for draft lengths out of range.
