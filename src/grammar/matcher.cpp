@@ -10,6 +10,7 @@
 
 #include "fucina/core/error.hpp"
 #include "fucina/grammar/utf8_prefix.hpp"
+#include "fucina/kernels/bits_at_most.hpp"
 #include "set_automaton.hpp"
 
 namespace fucina::grammar {
@@ -82,7 +83,7 @@ class ByteAutomaton {
     if (at < known_.size() && known_[at].filled) return known_[at];
     return measure_known(id);
   }
-  Skip skip(std::int32_t id, const Vocabulary& v, std::size_t node) {
+  Skip skip(std::int32_t id, const TokenTrie& v, std::size_t node) {
     Reach& r = reach_of(id);
     if (r.exact && v.least_depth(node) > r.depth) return Skip::Walk;  // too deep, known from the node's record
     const auto reaches = [&](const Subtree& t, std::size_t need) {
@@ -98,6 +99,20 @@ class ByteAutomaton {
     // the depth), which refuses it.
     if (r.refuses_controls && reaches(v.above_controls(node), v.above_controls(node).height + 1u)) return Skip::AboveControls;
     return Skip::Walk;
+  }
+
+  // Note [Plain tokens]: the most characters of plain text state `id` allows, when that
+  // decides every plain token (those of at most as many characters are allowed, the
+  // longer ones refused); -1 when it does not. It does when the state stands between
+  // characters, its loop holds every plain character, and either the loop's depth covers
+  // the longest plain token or, where the depth is exact, the set the loop ends in (every
+  // plain character leads along the same chain of sets to it) refuses every plain
+  // character.
+  int plain_limit(std::int32_t id) {
+    const auto at = static_cast<std::size_t>(id);
+    if (plain_limits_.size() <= at) plain_limits_.resize(states_.size(), unknown_limit);
+    if (plain_limits_[at] == unknown_limit) plain_limits_[at] = measure_plain_limit(id);
+    return plain_limits_[at];
   }
 
   std::vector<std::uint64_t>* cached_mask(std::int32_t id) {
@@ -120,6 +135,21 @@ class ByteAutomaton {
 
  private:
   static constexpr std::size_t max_masks = 256;
+  static constexpr std::int16_t unknown_limit = -2;
+
+  [[gnu::noinline]] std::int16_t measure_plain_limit(std::int32_t id) {
+    const Known k = known(id);
+    if ((k.kinds & byte_kind::plain) != byte_kind::plain) return -1;
+    if (k.depth >= Vocabulary::max_plain_chars) return Vocabulary::max_plain_chars;
+    std::int32_t end = id;
+    for (std::uint16_t i = 0; i < k.depth; ++i) end = next(end, 'a');
+    for (int b = 0; b < 256; ++b) {
+      const auto byte = static_cast<std::uint8_t>(b);
+      const bool plain_first = b < 0x80 ? (byte_kind::of(byte) & byte_kind::plain) != 0 : utf8_length(byte) > 1;
+      if (plain_first && next(end, byte) != 0) return -1;
+    }
+    return static_cast<std::int16_t>(k.depth);
+  }
 
   struct State {
     std::int32_t set = 0;
@@ -135,6 +165,7 @@ class ByteAutomaton {
     table_.clear();
     reach_.clear();
     known_.clear();
+    plain_limits_.clear();
     masks_.clear();
     clean_ids_.clear();
     states_.push_back(State{});  // 0: dead
@@ -275,6 +306,7 @@ class ByteAutomaton {
   }
   std::vector<Reach> reach_;
   std::vector<Known> known_;
+  std::vector<std::int16_t> plain_limits_;  // by state: plain_limit(), unknown_limit before its first use
   std::unordered_map<std::int32_t, std::vector<std::uint64_t>> masks_;
   std::int32_t start_ = 0;
 };
@@ -337,11 +369,8 @@ namespace {
 constexpr std::size_t min_skipped = 16;  // trie nodes
 }  // namespace
 
-std::span<const std::uint64_t> Matcher::allowed() {
-  FUCINA_CHECK(vocab_ != nullptr, InvalidArgument, "[grammar] token masks need a vocabulary");
+void Matcher::walk(const TokenTrie& v) {
   ByteAutomaton& a = *automaton_;
-  if (const auto* m = a.cached_mask(state_)) return *m;
-  const Vocabulary& v = *vocab_;
   // One pass over the trie in preorder, collecting the allowed tokens as runs of the trie
   // order; a subtree the state allows whole (Note [Loops]) is one run, one allowed but for
   // its control-character branches a few, neither visited.
@@ -394,29 +423,49 @@ std::span<const std::uint64_t> Matcher::allowed() {
     allow(v.first_token(node), v.first_token(node + 1));
     ++node;
   }
-  // The bits by token id: the runs set one by one, or, when they hold most tokens, all set
-  // and the gaps between them cleared.
+}
+
+std::span<const std::uint64_t> Matcher::allowed() {
+  FUCINA_CHECK(vocab_ != nullptr, InvalidArgument, "[grammar] token masks need a vocabulary");
+  ByteAutomaton& a = *automaton_;
+  if (const auto* m = a.cached_mask(state_)) return *m;
+  const Vocabulary& v = *vocab_;
   std::vector<std::uint64_t>& bits = a.new_mask(state_);
-  std::size_t n_allowed = 0;
-  for (const auto& [begin, end] : runs_) n_allowed += end - begin;
   const auto set_bit = [&](TokenId id, bool on) {
     const std::uint64_t bit = std::uint64_t{1} << (id & 63);
     if (on) bits[static_cast<std::size_t>(id) >> 6] |= bit;
     else bits[static_cast<std::size_t>(id) >> 6] &= ~bit;
   };
-  const auto set_range = [&](std::uint32_t begin, std::uint32_t end, bool on) {
-    for (std::uint32_t i = begin; i < end; ++i) set_bit(v.token_in_trie_order(i), on);
-  };
-  if (2 * n_allowed <= v.tokens_in_trie()) {
-    bits.assign((v.size() + 63) / 64, 0);
-    for (const auto& [begin, end] : runs_) set_range(begin, end, true);
+  if (const int limit = a.plain_limit(state_); limit >= 0) {
+    // Note [Plain tokens]: the plain tokens by their lengths, the others by their own trie.
+    bits.resize((v.size() + 63) / 64);
+    kernels::bits_at_most(kernels::arch::best_arch{}, v.plain_chars().data(), v.size(), static_cast<std::uint8_t>(limit),
+                          bits.data());
+    const TokenTrie& others = v.not_plain_trie();
+    walk(others);
+    for (const auto& [begin, end] : runs_)
+      for (std::uint32_t i = begin; i < end; ++i) set_bit(others.token_in_trie_order(i), true);
   } else {
-    bits.assign((v.size() + 63) / 64, ~std::uint64_t{0});
-    if (v.size() % 64) bits.back() = (std::uint64_t{1} << (v.size() % 64)) - 1;
-    for (const TokenId id : v.outside_trie()) set_bit(id, false);
-    std::uint32_t gap = 0;
-    for (const auto& [begin, end] : runs_) set_range(gap, begin, false), gap = end;
-    set_range(gap, static_cast<std::uint32_t>(v.tokens_in_trie()), false);
+    const TokenTrie& t = v.trie();
+    walk(t);
+    // The bits by token id: the runs set one by one, or, when they hold most tokens, all
+    // set and the gaps between them cleared.
+    std::size_t n_allowed = 0;
+    for (const auto& [begin, end] : runs_) n_allowed += end - begin;
+    const auto set_range = [&](std::uint32_t begin, std::uint32_t end, bool on) {
+      for (std::uint32_t i = begin; i < end; ++i) set_bit(t.token_in_trie_order(i), on);
+    };
+    if (2 * n_allowed <= t.tokens_in_trie()) {
+      bits.assign((v.size() + 63) / 64, 0);
+      for (const auto& [begin, end] : runs_) set_range(begin, end, true);
+    } else {
+      bits.assign((v.size() + 63) / 64, ~std::uint64_t{0});
+      if (v.size() % 64) bits.back() = (std::uint64_t{1} << (v.size() % 64)) - 1;
+      for (const TokenId id : v.outside_trie()) set_bit(id, false);
+      std::uint32_t gap = 0;
+      for (const auto& [begin, end] : runs_) set_range(gap, begin, false), gap = end;
+      set_range(gap, static_cast<std::uint32_t>(t.tokens_in_trie()), false);
+    }
   }
   if (complete())
     for (const TokenId id : v.end_tokens()) set_bit(id, true);

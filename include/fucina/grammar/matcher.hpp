@@ -91,6 +91,8 @@ class Matcher {
   std::size_t mask(std::span<float> logits);
 
  private:
+  // Collects in runs_ the tokens of `trie` allowed from state_, as runs of its trie order.
+  void walk(const TokenTrie& trie);
   // The state after `bytes` from `state` (0: refused).
   std::int32_t step(std::int32_t state, std::string_view bytes);
 
