@@ -21,7 +21,7 @@ namespace g = fucina::grammar;
 // Every single byte, then random pieces over an alphabet of letters, digits, JSON
 // punctuation, quotes and backslashes, control characters and pieces of 2-, 3- and 4-byte
 // characters (whole or cut anywhere), long runs (deeper than a bounded string has room
-// for), a few pieces of one letter followed by control characters, an empty piece and an
+// for; some longer than a plain token's most characters), a few pieces of one letter followed by control characters, an empty piece and an
 // end token (the last id).
 struct RandomVocab {
   std::vector<std::string> pieces;
@@ -48,6 +48,13 @@ struct RandomVocab {
         pieces.push_back(p);
         pieces.push_back(p + "\"");
         pieces.push_back(p + "\n");
+      }
+    // Plain runs around the most characters a plain token may have (Note [Plain tokens]).
+    for (const int n : {253, 254, 255, 300})
+      for (const char* run : {"a", "\xc3\xa9"}) {
+        std::string p;
+        for (int k = 0; k < n; ++k) p += run;
+        pieces.push_back(p);
       }
     // A letter no random piece starts with: its subtree holds only these.
     for (const std::string p : {"k", "kk", "kkk"})
@@ -134,6 +141,22 @@ TEST(GrammarMask, NonAsciiClassesAndControlCharacters) {
 // token ending in "\n" fits only when the run is over.
 TEST(GrammarMask, ControlCharacterRightAfterALoop) {
   expect_masks_match(gbnf(R"(root ::= ( "x" [a-z]{3} "\n" | "y" [a-z]{0,4} "\t" | " " )+)"), "loop then control", 5, 40, 30);
+}
+
+// Strings whose room is more than a plain token's most characters, and tokens longer than
+// that (Note [Plain tokens]: those are walked).
+TEST(GrammarMask, LongStringsAndLongTokens) {
+  expect_masks_match(schema(R"({"type": "object", "properties": {
+      "s": {"type": "string", "maxLength": 258}, "u": {"type": "string"}}, "required": ["s", "u"]})"),
+                     "long strings", 6, 12, 30);
+}
+
+// A loop of every plain character whose depth is exact but whose end still takes plain
+// text (a narrower class): a plain token longer than the depth may be allowed there, so
+// its mask is not made from the plain tokens' lengths.
+TEST(GrammarMask, PlainTextGoesOnAfterTheLoop) {
+  expect_masks_match(gbnf(R"(root ::= ( "<" [^"\\\x00-\x1f\x7f]{2,3} [a-z ]* ">" | "(" [^"\\\x00-\x1f\x7f]{0,4} "\"" )+)"),
+                     "plain text after the loop", 7, 40, 30);
 }
 
 TEST(GrammarMask, UnboundedLoopsAndEnd) {

@@ -48,6 +48,21 @@
 // become bits by token id by setting them, or, when most tokens are allowed, by setting all
 // and clearing the gaps. tests/grammar/mask_test.cpp checks every mask against the tokens'
 // own checks.
+//
+// Note [Plain tokens]
+// Even so, a walk inside a string decides ~4,000 subtrees, each a far load (the next
+// sibling's record, in a trie of 13 MB), for a mask whose answer for most tokens follows from
+// two facts about them. A token is plain when it is whole, valid UTF-8 characters with no
+// control character, quote or backslash (byte_kind::plain); the vocabulary keeps, by token
+// id, the characters of each plain token (at most 254; 255 for the rest). Where a state
+// stands between characters and its loop holds every plain character, a plain token of at
+// most depth characters is allowed (each character leads along the loop's chain), and when
+// the depth is exact and the set at the chain's end refuses every plain character, a
+// longer one is refused; then the mask of the plain tokens is one compare of 64 lengths
+// with the depth per word (kernels/bits_at_most.hpp), and only the other tokens (quotes,
+// escapes, line breaks, pieces of characters: their own, smaller trie) are walked. Anywhere
+// else (keys, numbers, a string whose loop ends where plain text may go on) the whole trie
+// is walked as before.
 #include <cstdint>
 #include <memory>
 #include <span>
