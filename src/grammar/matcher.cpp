@@ -101,18 +101,24 @@ class ByteAutomaton {
     return Skip::Walk;
   }
 
-  // Note [Plain tokens]: the most characters of plain text state `id` allows, when that
-  // decides every plain token (those of at most as many characters are allowed, the
-  // longer ones refused); -1 when it does not. It does when the state stands between
-  // characters, its loop holds every plain character, and either the loop's depth covers
-  // the longest plain token or, where the depth is exact, the set the loop ends in (every
-  // plain character leads along the same chain of sets to it) refuses every plain
-  // character.
-  int plain_limit(std::int32_t id) {
+  // Note [Plain tokens]: what state `id` makes of plain text. limit: the most characters
+  // of it the state allows, when that decides every plain token (those of at most as many
+  // characters are allowed, the longer ones refused); -1 when it does not. It does when
+  // the state stands between characters, its loop holds every plain character, and either
+  // the loop's depth covers the longest plain token or, where the depth is exact, the set
+  // the loop ends in (every plain character leads along the same chain of sets to it)
+  // refuses every plain character. controls_refused: besides, every token of plain text
+  // then a control character is refused (the loop's sets refuse control characters, and
+  // so does the set it ends in).
+  struct Plain {
+    std::int16_t limit = unknown_limit;
+    bool controls_refused = false;
+  };
+  Plain plain(std::int32_t id) {
     const auto at = static_cast<std::size_t>(id);
-    if (plain_limits_.size() <= at) plain_limits_.resize(states_.size(), unknown_limit);
-    if (plain_limits_[at] == unknown_limit) plain_limits_[at] = measure_plain_limit(id);
-    return plain_limits_[at];
+    if (plain_.size() <= at) plain_.resize(states_.size());
+    if (plain_[at].limit == unknown_limit) plain_[at] = measure_plain(id);
+    return plain_[at];
   }
 
   std::vector<std::uint64_t>* cached_mask(std::int32_t id) {
@@ -137,18 +143,21 @@ class ByteAutomaton {
   static constexpr std::size_t max_masks = 256;
   static constexpr std::int16_t unknown_limit = -2;
 
-  [[gnu::noinline]] std::int16_t measure_plain_limit(std::int32_t id) {
+  [[gnu::noinline]] Plain measure_plain(std::int32_t id) {
     const Known k = known(id);
-    if ((k.kinds & byte_kind::plain) != byte_kind::plain) return -1;
-    if (k.depth >= Vocabulary::max_plain_chars) return Vocabulary::max_plain_chars;
+    if ((k.kinds & byte_kind::plain) != byte_kind::plain) return {.limit = -1};
+    const bool chain_refuses_controls = reach_of(id).refuses_controls;
+    if (k.depth >= Vocabulary::max_plain_chars) return {Vocabulary::max_plain_chars, chain_refuses_controls};
     std::int32_t end = id;
     for (std::uint16_t i = 0; i < k.depth; ++i) end = next(end, 'a');
+    bool end_refuses_controls = true;
     for (int b = 0; b < 256; ++b) {
       const auto byte = static_cast<std::uint8_t>(b);
       const bool plain_first = b < 0x80 ? (byte_kind::of(byte) & byte_kind::plain) != 0 : utf8_length(byte) > 1;
-      if (plain_first && next(end, byte) != 0) return -1;
+      if (plain_first && next(end, byte) != 0) return {.limit = -1};
+      if (TokenTrie::is_control(byte) && next(end, byte) != 0) end_refuses_controls = false;
     }
-    return static_cast<std::int16_t>(k.depth);
+    return {static_cast<std::int16_t>(k.depth), chain_refuses_controls && end_refuses_controls};
   }
 
   struct State {
@@ -165,7 +174,7 @@ class ByteAutomaton {
     table_.clear();
     reach_.clear();
     known_.clear();
-    plain_limits_.clear();
+    plain_.clear();
     masks_.clear();
     clean_ids_.clear();
     states_.push_back(State{});  // 0: dead
@@ -306,7 +315,7 @@ class ByteAutomaton {
   }
   std::vector<Reach> reach_;
   std::vector<Known> known_;
-  std::vector<std::int16_t> plain_limits_;  // by state: plain_limit(), unknown_limit before its first use
+  std::vector<Plain> plain_;  // by state: plain(), unknown_limit before its first use
   std::unordered_map<std::int32_t, std::vector<std::uint64_t>> masks_;
   std::int32_t start_ = 0;
 };
@@ -436,15 +445,17 @@ std::span<const std::uint64_t> Matcher::allowed() {
     if (on) bits[static_cast<std::size_t>(id) >> 6] |= bit;
     else bits[static_cast<std::size_t>(id) >> 6] &= ~bit;
   };
-  if (const int limit = a.plain_limit(state_); limit >= 0) {
-    // Note [Plain tokens]: the plain tokens by their lengths, the others by their own trie.
+  if (const ByteAutomaton::Plain plain = a.plain(state_); plain.limit >= 0) {
+    // Note [Plain tokens]: the plain tokens by their lengths, the others by their own tries.
     bits.resize((v.size() + 63) / 64);
-    kernels::bits_at_most(kernels::arch::best_arch{}, v.plain_chars().data(), v.size(), static_cast<std::uint8_t>(limit),
-                          bits.data());
-    const TokenTrie& others = v.not_plain_trie();
-    walk(others);
-    for (const auto& [begin, end] : runs_)
-      for (std::uint32_t i = begin; i < end; ++i) set_bit(others.token_in_trie_order(i), true);
+    kernels::bits_at_most(kernels::arch::best_arch{}, v.plain_chars().data(), v.size(),
+                          static_cast<std::uint8_t>(plain.limit), bits.data());
+    for (const TokenTrie* others : {&v.not_plain_trie(), plain.controls_refused ? nullptr : &v.control_trie()}) {
+      if (!others) continue;
+      walk(*others);
+      for (const auto& [begin, end] : runs_)
+        for (std::uint32_t i = begin; i < end; ++i) set_bit(others->token_in_trie_order(i), true);
+    }
   } else {
     const TokenTrie& t = v.trie();
     walk(t);

@@ -159,6 +159,14 @@ TEST(GrammarMask, PlainTextGoesOnAfterTheLoop) {
                      "plain text after the loop", 7, 40, 30);
 }
 
+// Tokens of plain text then a control character (Note [Plain tokens]): refused along a
+// loop that refuses control characters unless the set it ends in takes one; allowed along
+// one that takes them.
+TEST(GrammarMask, ControlCharacterAfterPlainText) {
+  expect_masks_match(gbnf(R"(root ::= ( "(" [^"\\\x00-\x1f\x7f]{3} "\n" | "<" [^"\\]{1,6} "\"" | " " )+)"),
+                     "control after plain text", 8, 40, 30);
+}
+
 TEST(GrammarMask, UnboundedLoopsAndEnd) {
   expect_masks_match(gbnf(R"(root ::= "\"" [^"\\]* "\"" ( " " [a-z]+ )*)"), "unbounded", 4, 30, 40);
 }

@@ -1,7 +1,7 @@
 #pragma once
 // The token byte strings a grammar mask is computed over: all of them as a trie
 // (token_trie.hpp), and, for masks inside a string (Note [Plain tokens] in matcher.hpp),
-// each token's length when it is plain text, and a second trie of the tokens that are not.
+// each token's length when it is plain text, and two more tries of the tokens that are not.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -35,7 +35,10 @@ class Vocabulary {
   // By token id: the characters of a plain token, else not_plain (also end tokens and
   // empty pieces).
   std::span<const std::uint8_t> plain_chars() const { return plain_chars_; }
-  // The trie of the tokens with a piece that are not plain.
+  // The tokens of plain text (of fewer than max_plain_chars) then a control character,
+  // whatever follows it: inside a string they stop at the control character.
+  const TokenTrie& control_trie() const { return control_trie_; }
+  // The trie of the other tokens with a piece that are not plain.
   const TokenTrie& not_plain_trie() const { return not_plain_trie_; }
 
  private:
@@ -45,7 +48,7 @@ class Vocabulary {
   std::vector<TokenId> end_tokens_;
   std::vector<TokenId> outside_trie_;
   std::vector<std::uint8_t> plain_chars_;
-  TokenTrie trie_, not_plain_trie_;
+  TokenTrie trie_, control_trie_, not_plain_trie_;
 };
 
 }  // namespace fucina::grammar
