@@ -59,10 +59,13 @@
 // most depth characters is allowed (each character leads along the loop's chain), and when
 // the depth is exact and the set at the chain's end refuses every plain character, a
 // longer one is refused; then the mask of the plain tokens is one compare of 64 lengths
-// with the depth per word (kernels/bits_at_most.hpp), and only the other tokens (quotes,
-// escapes, line breaks, pieces of characters: their own, smaller trie) are walked. Anywhere
-// else (keys, numbers, a string whose loop ends where plain text may go on) the whole trie
-// is walked as before.
+// with the depth per word (kernels/bits_at_most.hpp). The tokens of plain text then a
+// control character (code's line breaks) have a trie of their own, not walked at all where
+// the loop's sets and the set it ends in refuse control characters (the control character
+// meets one of them, or plain text goes past the end); only the other tokens (quotes,
+// escapes, pieces of characters, very long runs: a third trie, 4,720 nodes for Qwen2's
+// 152k tokens) are always walked. Anywhere else (keys, numbers, a string whose loop ends
+// where plain text may go on) the whole trie is walked as before.
 #include <cstdint>
 #include <memory>
 #include <span>
