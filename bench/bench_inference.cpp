@@ -10,7 +10,8 @@
 //                        model's verification products (Note [One-row arithmetic])
 //   f16layers/<order>    rows (arg 0) through the seven f16 products of arg 1 Qwen3-0.6B
 //                        layers in turn (30 MB each: 4 layers stream from DRAM like decode
-//                        does, matrix by matrix), one thread, CPU time, GFLOP/s
+//                        does, matrix by matrix), one thread, CPU time, GFLOP/s; .../all_cores:
+//                        the Context's threads, real time
 //   gemm/<type>          512 activation rows x a 1024 x 3072 weight (prefill), GFLOP/s;
 //                        the roofline is gemm/f32 (the f32 micro-kernel the decoded weights feed)
 //   attention/decode     flash attention of 1 query over 512 cached f16 positions, 16 heads x 128
@@ -146,8 +147,9 @@ void bench_f16_rows(benchmark::State& state, model::GgmlOrder order) {
                                                  benchmark::Counter::kIs1000);
 }
 
-void bench_f16_layers(benchmark::State& state, model::GgmlOrder order) {
+void bench_f16_layers(benchmark::State& state, model::GgmlOrder order, bool all_cores) {
   static ThreadPool one(1);
+  ThreadPool& pool = all_cores ? ctx().pool() : one;
   const std::int64_t m = state.range(0), layers = state.range(1);
   // q, k, v, o, gate, up, down of Qwen3-0.6B: {n_out, k}.
   constexpr std::pair<std::int64_t, std::int64_t> kShapes[] = {{2048, 1024}, {1024, 1024}, {1024, 1024}, {1024, 2048},
@@ -164,7 +166,7 @@ void bench_f16_layers(benchmark::State& state, model::GgmlOrder order) {
   for (const Matrix& mat : w) flop += 2 * m * mat.rows * mat.cols;
   for (auto _ : state) {
     for (const Matrix& mat : w)
-      model::matmul_f16(one, x.data(), m, mat.cols, reinterpret_cast<const Half*>(mat.bytes.data()), mat.cols, mat.rows,
+      model::matmul_f16(pool, x.data(), m, mat.cols, reinterpret_cast<const Half*>(mat.bytes.data()), mat.cols, mat.rows,
                         y.data(), order);
     benchmark::DoNotOptimize(y.data());
   }
@@ -231,8 +233,13 @@ const int kRegistered = [] {
     for (std::int64_t rows : {2, 5, 9, 17}) b->Args({rows, 768, 256})->Args({rows, 256, 768})->Args({rows, 8192, 256});
     b->Unit(benchmark::kMicrosecond);
   }
-  for (const auto& [name, order] : {std::pair{"f16layers/tiled", model::GgmlOrder::tiled}, std::pair{"f16layers/vec", model::GgmlOrder::vec}})
-    benchmark::RegisterBenchmark(name, bench_f16_layers, order)->Args({8, 4})->Unit(benchmark::kMillisecond);
+  for (const auto& [name, order] : {std::pair{"f16layers/tiled", model::GgmlOrder::tiled}, std::pair{"f16layers/vec", model::GgmlOrder::vec}}) {
+    benchmark::RegisterBenchmark(name, bench_f16_layers, order, false)->Args({8, 4})->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((std::string(name) + "/all_cores").c_str(), bench_f16_layers, order, true)
+        ->Args({8, 4})
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
   benchmark::RegisterBenchmark("attention/decode", bench_attention_decode)
       ->Arg(512)
       ->Arg(4096)
