@@ -161,6 +161,9 @@ float dot_f32(const float* w, const float* x, std::int64_t k, GgmlOrder order) {
 
 namespace {
 
+// Register tiles of dots: kTileRows x rows by kTileCols weight rows.
+constexpr int kTileRows = 4, kTileCols = 6;
+
 #if FUCINA_ARCH_AVX512
 // fold16 of 16 accumulators at once: every step adds the same pairs fold16 adds (halves,
 // then quarters, then (0+2), (1+3), then their sum), two accumulators per instruction.
@@ -279,8 +282,6 @@ void tile_dots(const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, s
   for (int i = 0; i < RM; ++i) std::memcpy(y + i * ldy, sums + i * RN, sizeof(float) * RN);
 }
 
-constexpr int kTileRows = 4, kTileCols = 6;
-
 template <int RM, GgmlOrder Order, typename W, int... RNs>
 void tile_cols(int rn, const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, std::int64_t k,
                std::int64_t ahead, float* y, std::int64_t ldy, std::integer_sequence<int, RNs...>) {
@@ -336,15 +337,27 @@ void matmul_ggml(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int
     // a task's weights are read once per row block.
     constexpr std::int64_t kRowBlock = 64, kOutBlock = 48;
     const std::int64_t rb = (n_rows + kRowBlock - 1) / kRowBlock, ob = (n_out + kOutBlock - 1) / kOutBlock;
-    // One pool task per block, claimed dynamically: a core slowed by the VM's neighbours
-    // leaves its share to the other instead of making it wait at the join.
-    pool.parallel_for(rb * ob, [&](std::int64_t t) {
-      const std::int64_t o0 = (t / rb) * kOutBlock, r0 = (t % rb) * kRowBlock;
-      const std::int64_t r1 = std::min(n_rows, r0 + kRowBlock), o1 = std::min(n_out, o0 + kOutBlock);
+    const auto run = [&](std::int64_t r0, std::int64_t r1, std::int64_t o0, std::int64_t o1) {
       if (tiled)
         block_dots<GgmlOrder::tiled>(x, r0, r1, k, w, w_stride, o0, o1, n_out, y);
       else
         block_dots<GgmlOrder::vec>(x, r0, r1, k, w, w_stride, o0, o1, n_out, y);
+    };
+    if (rb == 1) {
+      // Decode batches stream the weights from DRAM: a thread's output block is one run of
+      // rows its tiles prefetch ahead through, so the blocks are few and long (largest first,
+      // shrinking to kOutBlock so that the threads finish together), in whole tile columns.
+      const std::int64_t cols = (n_out + kTileCols - 1) / kTileCols;
+      pool.parallel_guided(cols, kOutBlock / kTileCols, [&](std::int64_t b, std::int64_t e) {
+        run(0, n_rows, b * kTileCols, std::min(n_out, e * kTileCols));
+      });
+      return;
+    }
+    // One pool task per block, claimed dynamically: a core slowed by the VM's neighbours
+    // leaves its share to the other instead of making it wait at the join.
+    pool.parallel_for(rb * ob, [&](std::int64_t t) {
+      const std::int64_t o0 = (t / rb) * kOutBlock, r0 = (t % rb) * kRowBlock;
+      run(r0, std::min(n_rows, r0 + kRowBlock), o0, std::min(n_out, o0 + kOutBlock));
     });
     return;
   }
