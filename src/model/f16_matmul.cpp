@@ -208,16 +208,16 @@ constexpr int kTileRows = 4, kTileCols = 6;
 // _MM_HINT_T0 5-10% slower than NTA.
 constexpr std::int64_t kTileStreamAhead = 8192;
 
-// acc[i * RN + j] += the products of x row i and w row j over p = from, from + step, ... < k
+// acc[i * RN + j] += the products of x row i and w row j over p = from, from + Step, ... < k
 // (16 elements each). The loops over i and j are unrolled by pragma: left to itself GCC 12
 // kept the accumulators in a stack array and stored all 24 on every step (half the speed).
-template <int RM, int RN, bool Prefetch, typename W>
+template <int RM, int RN, std::int64_t Step, bool Prefetch, typename W>
 inline void tile_pass(const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, std::int64_t from,
-                      std::int64_t step, std::int64_t k, std::int64_t ahead, std::int64_t pf_from, __m512* acc) {
-  for (std::int64_t p = from; p < k; p += step) {
+                      std::int64_t k, std::int64_t ahead, std::int64_t pf_from, __m512* acc) {
+  for (std::int64_t p = from; p < k; p += Step) {
     __m512 b[RN];
     if constexpr (Prefetch) {
-      const std::int64_t pos = pf_from + (p - from) / (step / 16);
+      const std::int64_t pos = pf_from + (p - from) / (Step / 16);
       if (pos * static_cast<std::int64_t>(sizeof(W)) % 64 == 0) {
 #pragma GCC unroll 8
         for (int j = 0; j < RN; ++j) {
@@ -248,9 +248,9 @@ void tile_dots(const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, s
   for (int a = 0; a < kN; ++a) acc[a] = _mm512_setzero_ps();
   if constexpr (Order == GgmlOrder::tiled) {
     if (ahead != 0)
-      tile_pass<RM, RN, true>(x, ldx, w, ldw, 0, 16, k, ahead, 0, acc);
+      tile_pass<RM, RN, 16, true>(x, ldx, w, ldw, 0, k, ahead, 0, acc);
     else
-      tile_pass<RM, RN, false>(x, ldx, w, ldw, 0, 16, k, 0, 0, acc);
+      tile_pass<RM, RN, 16, false>(x, ldx, w, ldw, 0, k, 0, 0, acc);
 #pragma GCC unroll 24
     for (int a = 0; a < kN; ++a) padded[a] = acc[a];
   } else {
@@ -263,9 +263,9 @@ void tile_dots(const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, s
       // Each pass prefetches a quarter of the next tiles' lines: all in the first pass
       // asked for more lines at once than the core keeps in flight (no gain over none).
       if (ahead != 0)
-        tile_pass<RM, RN, true>(x, ldx, w, ldw, from, 64, k, ahead, from / 16 * k / 4, c);
+        tile_pass<RM, RN, 64, true>(x, ldx, w, ldw, from, k, ahead, from / 16 * k / 4, c);
       else
-        tile_pass<RM, RN, false>(x, ldx, w, ldw, from, 64, k, 0, 0, c);
+        tile_pass<RM, RN, 64, false>(x, ldx, w, ldw, from, k, 0, 0, c);
 #pragma GCC unroll 24
       for (int a = 0; a < kN; ++a) sum[a] = first ? c[a] : _mm512_add_ps(sum[a], c[a]);
     };
