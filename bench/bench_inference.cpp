@@ -8,6 +8,10 @@
 //                        time: vec = one-row arithmetic's rows (speculation), tiled = plain
 //                        batches; 151936 x 512 streams from DRAM, d = 256 / 768 are the default
 //                        model's verification products (Note [One-row arithmetic])
+//   f16layers/<order>    rows (arg 0) through the seven f16 products of arg 1 Qwen3-0.6B
+//                        layers in turn (30 MB each: 4 layers stream from DRAM like decode
+//                        does, matrix by matrix), one thread, CPU time, GFLOP/s; .../all_cores:
+//                        the Context's threads, real time
 //   gemm/<type>          512 activation rows x a 1024 x 3072 weight (prefill), GFLOP/s;
 //                        the roofline is gemm/f32 (the f32 micro-kernel the decoded weights feed)
 //   attention/decode     flash attention of 1 query over 512 cached f16 positions, 16 heads x 128
@@ -143,6 +147,33 @@ void bench_f16_rows(benchmark::State& state, model::GgmlOrder order) {
                                                  benchmark::Counter::kIs1000);
 }
 
+void bench_f16_layers(benchmark::State& state, model::GgmlOrder order, bool all_cores) {
+  static ThreadPool one(1);
+  ThreadPool& pool = all_cores ? ctx().pool() : one;
+  const std::int64_t m = state.range(0), layers = state.range(1);
+  // q, k, v, o, gate, up, down of Qwen3-0.6B: {n_out, k}.
+  constexpr std::pair<std::int64_t, std::int64_t> kShapes[] = {{2048, 1024}, {1024, 1024}, {1024, 1024}, {1024, 2048},
+                                                               {3072, 1024}, {3072, 1024}, {1024, 3072}};
+  std::vector<Matrix> w;
+  w.reserve(std::size(kShapes) * static_cast<std::size_t>(layers));
+  for (const auto& [n_out, k] : kShapes) w.emplace_back(QuantType::F16, n_out, k);
+  for (std::int64_t l = 1; l < layers; ++l)  // copies: distinct memory, filled quickly
+    for (std::size_t i = 0; i < std::size(kShapes); ++i) w.push_back(w[i]);
+  auto x = noise(m * 3072, 9);
+  model::round_to_f16(x.data(), m * 3072);
+  std::vector<float> y(static_cast<std::size_t>(m * 3072));
+  std::int64_t flop = 0;
+  for (const Matrix& mat : w) flop += 2 * m * mat.rows * mat.cols;
+  for (auto _ : state) {
+    for (const Matrix& mat : w)
+      model::matmul_f16(pool, x.data(), m, mat.cols, reinterpret_cast<const Half*>(mat.bytes.data()), mat.cols, mat.rows,
+                        y.data(), order);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(static_cast<double>(flop), benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+
 void bench_gemm(benchmark::State& state, QuantType t, bool packed) {
   const std::int64_t m = 512;
   const Matrix w(t, 3072, 1024, packed);
@@ -201,6 +232,13 @@ const int kRegistered = [] {
     b->Args({8, 151936, 512})->Args({8, 3072, 1024})->Args({8, 1024, 3072});
     for (std::int64_t rows : {2, 5, 9, 17}) b->Args({rows, 768, 256})->Args({rows, 256, 768})->Args({rows, 8192, 256});
     b->Unit(benchmark::kMicrosecond);
+  }
+  for (const auto& [name, order] : {std::pair{"f16layers/tiled", model::GgmlOrder::tiled}, std::pair{"f16layers/vec", model::GgmlOrder::vec}}) {
+    benchmark::RegisterBenchmark(name, bench_f16_layers, order, false)->Args({8, 4})->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((std::string(name) + "/all_cores").c_str(), bench_f16_layers, order, true)
+        ->Args({8, 4})
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   }
   benchmark::RegisterBenchmark("attention/decode", bench_attention_decode)
       ->Arg(512)

@@ -161,6 +161,9 @@ float dot_f32(const float* w, const float* x, std::int64_t k, GgmlOrder order) {
 
 namespace {
 
+// Register tiles of dots: up to kTileRows rows of x by up to kTileCols weight rows.
+constexpr int kTileRows = 4, kTileCols = 6;
+
 #if FUCINA_ARCH_AVX512
 // fold16 of 16 accumulators at once: every step adds the same pairs fold16 adds (halves,
 // then quarters, then (0+2), (1+3), then their sum), two accumulators per instruction.
@@ -193,28 +196,31 @@ namespace {
 // Then fold16 of each output's lanes.
 //
 // A few rows' weights come from DRAM with little compute to hide the latency (and six short
-// row streams the hardware prefetcher trains on poorly): the first pass fetches each row's
-// bytes kTileStreamAhead ahead, one line per 64 bytes. 8 rows x 151936 x 512 f16, tiled, one
-// thread (CPU time, best of 40, loaded machine): 47-61 GFLOP/s with no distance, 63-89 at
-// 4 KiB, 144-154 at 8 KiB, 133-145 at 16 KiB; at k = 3072, 8 KiB gives 127-131, 32 KiB 140.
+// row streams the hardware prefetcher trains on poorly), so the first row tile of each
+// column tile prefetches the same places of the weight rows whole tiles ahead (at least
+// kTileStreamAhead bytes: the next tiles' lines, each requested once), one line per 64
+// bytes read, spread evenly over the tile's passes. The former distance along each row
+// (8 KiB past the read) fell inside the tile itself at k >= 1024, leaving a third of the
+// lines at k = 1024 to demand misses. 8 rows through four Qwen3-0.6B layers (f16layers, one
+// thread, CPU time, quiet): tiled 98-99 -> 150-155 GFLOP/s, vec 80-82 -> 106-107 (with the
+// vec order's prefetches all in its first pass, 84-85: too many lines asked for at once);
+// 8 x 151936 x 512 tiled 101 -> 166-172. 4 and 8 KiB tie, 16 KiB is 3-7% slower,
+// _MM_HINT_T0 5-10% slower than NTA.
 constexpr std::int64_t kTileStreamAhead = 8192;
 
-// acc[i * RN + j] += the products of x row i and w row j over p = from, from + step, ... < k
+// acc[i * RN + j] += the products of x row i and w row j over p = from, from + Step, ... < k
 // (16 elements each). The loops over i and j are unrolled by pragma: left to itself GCC 12
 // kept the accumulators in a stack array and stored all 24 on every step (half the speed).
-template <int RM, int RN, bool Prefetch, typename W>
+template <int RM, int RN, std::int64_t Step, bool Prefetch, typename W>
 inline void tile_pass(const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, std::int64_t from,
-                      std::int64_t step, std::int64_t k, __m512* acc) {
-  constexpr std::int64_t kStepBytes = 16 * static_cast<std::int64_t>(sizeof(W));
-  for (std::int64_t p = from; p < k; p += step) {
+                      std::int64_t k, std::int64_t ahead, std::int64_t pf_from, __m512* acc) {
+  for (std::int64_t p = from; p < k; p += Step) {
     __m512 b[RN];
     if constexpr (Prefetch) {
-      const std::int64_t bytes = p * static_cast<std::int64_t>(sizeof(W));
-      if (bytes % 64 == 0 || step > 16) {  // every line of [p, p + step) once
+      const std::int64_t pos = pf_from + (p - from) / (Step / 16);
+      if (pos * static_cast<std::int64_t>(sizeof(W)) % 64 == 0) {
 #pragma GCC unroll 8
-        for (int j = 0; j < RN; ++j)
-          for (std::int64_t l = 0; l < std::max<std::int64_t>(64, step / 16 * kStepBytes); l += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(w + j * ldw + p) + kTileStreamAhead + l, _MM_HINT_NTA);
+        for (int j = 0; j < RN; ++j) _mm_prefetch(reinterpret_cast<const char*>(w + j * ldw + pos + ahead), _MM_HINT_NTA);
       }
     }
 #pragma GCC unroll 8
@@ -229,8 +235,8 @@ inline void tile_pass(const float* x, std::int64_t ldx, const W* w, std::int64_t
 }
 
 template <int RM, int RN, GgmlOrder Order, typename W>
-void tile_dots(const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, std::int64_t k, float* y,
-               std::int64_t ldy) {
+void tile_dots(const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, std::int64_t k, std::int64_t ahead,
+               float* y, std::int64_t ldy) {
   // The padding is zeroed only at the fold: zeroing a padded accumulator array up front
   // compiled to a 2 KiB memset call per tile (12% of an 8-client serve profile).
   constexpr int kN = RM * RN, kGroups = (kN + 15) / 16;
@@ -239,7 +245,10 @@ void tile_dots(const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, s
 #pragma GCC unroll 24
   for (int a = 0; a < kN; ++a) acc[a] = _mm512_setzero_ps();
   if constexpr (Order == GgmlOrder::tiled) {
-    tile_pass<RM, RN, true>(x, ldx, w, ldw, 0, 16, k, acc);
+    if (ahead != 0)
+      tile_pass<RM, RN, 16, true>(x, ldx, w, ldw, 0, k, ahead, 0, acc);
+    else
+      tile_pass<RM, RN, 16, false>(x, ldx, w, ldw, 0, k, 0, 0, acc);
 #pragma GCC unroll 24
     for (int a = 0; a < kN; ++a) padded[a] = acc[a];
   } else {
@@ -249,10 +258,12 @@ void tile_dots(const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, s
       __m512 c[kN];
 #pragma GCC unroll 24
       for (int a = 0; a < kN; ++a) c[a] = _mm512_setzero_ps();
-      if (from == 0)
-        tile_pass<RM, RN, true>(x, ldx, w, ldw, from, 64, k, c);
+      // Each pass prefetches a quarter of the next tiles' lines: all in the first pass
+      // asked for more lines at once than the core keeps in flight (84-85 GFLOP/s, above).
+      if (ahead != 0)
+        tile_pass<RM, RN, 64, true>(x, ldx, w, ldw, from, k, ahead, from / 16 * k / 4, c);
       else
-        tile_pass<RM, RN, false>(x, ldx, w, ldw, from, 64, k, c);
+        tile_pass<RM, RN, 64, false>(x, ldx, w, ldw, from, k, 0, 0, c);
 #pragma GCC unroll 24
       for (int a = 0; a < kN; ++a) sum[a] = first ? c[a] : _mm512_add_ps(sum[a], c[a]);
     };
@@ -269,18 +280,16 @@ void tile_dots(const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, s
   for (int i = 0; i < RM; ++i) std::memcpy(y + i * ldy, sums + i * RN, sizeof(float) * RN);
 }
 
-constexpr int kTileRows = 4, kTileCols = 6;
-
 template <int RM, GgmlOrder Order, typename W, int... RNs>
-void tile_cols(int rn, const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, std::int64_t k, float* y,
-               std::int64_t ldy, std::integer_sequence<int, RNs...>) {
-  (void)((rn == RNs + 1 ? (tile_dots<RM, RNs + 1, Order>(x, ldx, w, ldw, k, y, ldy), true) : false) || ...);
+void tile_cols(int rn, const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, std::int64_t k,
+               std::int64_t ahead, float* y, std::int64_t ldy, std::integer_sequence<int, RNs...>) {
+  (void)((rn == RNs + 1 ? (tile_dots<RM, RNs + 1, Order>(x, ldx, w, ldw, k, ahead, y, ldy), true) : false) || ...);
 }
 
 template <GgmlOrder Order, typename W, int... RMs>
 void tile_any(int rm, int rn, const float* x, std::int64_t ldx, const W* w, std::int64_t ldw, std::int64_t k,
-              float* y, std::int64_t ldy, std::integer_sequence<int, RMs...>) {
-  (void)((rm == RMs + 1 ? (tile_cols<RMs + 1, Order, W>(rn, x, ldx, w, ldw, k, y, ldy,
+              std::int64_t ahead, float* y, std::int64_t ldy, std::integer_sequence<int, RMs...>) {
+  (void)((rm == RMs + 1 ? (tile_cols<RMs + 1, Order, W>(rn, x, ldx, w, ldw, k, ahead, y, ldy,
                                               std::make_integer_sequence<int, kTileCols>{}),
                            true)
                         : false) ||
@@ -296,12 +305,16 @@ void block_dots(const float* x, std::int64_t r0, std::int64_t r1, std::int64_t k
   // Rows split evenly over the fewest tiles of at most kTileRows (17 rows: 4 4 3 3 3, not
   // 4 4 4 4 1): a 1-row tile widens 6 weight vectors for 6 FMAs.
   const std::int64_t row_tiles = (r1 - r0 + kTileRows - 1) / kTileRows;
+  // The first row tile prefetches the same place in the weight rows whole tiles ahead (at
+  // least kTileStreamAhead bytes), so every line is requested once, ahead, by one tile.
+  const std::int64_t tile_bytes = kTileCols * ldw * static_cast<std::int64_t>(sizeof(W));
+  const std::int64_t ahead = (kTileStreamAhead + tile_bytes - 1) / tile_bytes * kTileCols * ldw;
   for (std::int64_t o = o0; o < o1; o += kTileCols) {
     const int rn = static_cast<int>(std::min<std::int64_t>(kTileCols, o1 - o));
     for (std::int64_t t = 0; t < row_tiles; ++t) {
       const std::int64_t r = r0 + (r1 - r0) * t / row_tiles;
       const int rm = static_cast<int>(r0 + (r1 - r0) * (t + 1) / row_tiles - r);
-      tile_any<Order>(rm, rn, x + r * k, k, w + o * ldw, ldw, k, y + r * n_out + o, n_out,
+      tile_any<Order>(rm, rn, x + r * k, k, w + o * ldw, ldw, k, t == 0 ? ahead : 0, y + r * n_out + o, n_out,
                       std::make_integer_sequence<int, kTileRows>{});
     }
   }
@@ -322,15 +335,31 @@ void matmul_ggml(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int
     // a task's weights are read once per row block.
     constexpr std::int64_t kRowBlock = 64, kOutBlock = 48;
     const std::int64_t rb = (n_rows + kRowBlock - 1) / kRowBlock, ob = (n_out + kOutBlock - 1) / kOutBlock;
-    // One pool task per block, claimed dynamically: a core slowed by the VM's neighbours
-    // leaves its share to the other instead of making it wait at the join.
-    pool.parallel_for(rb * ob, [&](std::int64_t t) {
-      const std::int64_t o0 = (t / rb) * kOutBlock, r0 = (t % rb) * kRowBlock;
-      const std::int64_t r1 = std::min(n_rows, r0 + kRowBlock), o1 = std::min(n_out, o0 + kOutBlock);
+    const auto run = [&](std::int64_t r0, std::int64_t r1, std::int64_t o0, std::int64_t o1) {
       if (tiled)
         block_dots<GgmlOrder::tiled>(x, r0, r1, k, w, w_stride, o0, o1, n_out, y);
       else
         block_dots<GgmlOrder::vec>(x, r0, r1, k, w, w_stride, o0, o1, n_out, y);
+    };
+    if (rb == 1) {
+      // Decode batches stream the weights from DRAM: a thread's output block is one run of
+      // rows its tiles prefetch ahead through, so the blocks are few and long (largest first,
+      // shrinking to kOutBlock so that the threads finish together), in whole tile columns.
+      // Against 48-row tasks (a thread's prefetch ran into the other's next task, and each
+      // task's first tile went unprefetched), f16layers on 2 threads: tiled 208-251 ->
+      // 245-273 GFLOP/s, vec 183-191 -> 194-199; Qwen3-0.6B F16 at 8 streams 142-147 ->
+      // 152-169 t/s (alternated, one machine window).
+      const std::int64_t cols = (n_out + kTileCols - 1) / kTileCols;
+      pool.parallel_guided(cols, kOutBlock / kTileCols, [&](std::int64_t b, std::int64_t e) {
+        run(0, n_rows, b * kTileCols, std::min(n_out, e * kTileCols));
+      });
+      return;
+    }
+    // One pool task per block, claimed dynamically: a core slowed by the VM's neighbours
+    // leaves its share to the other instead of making it wait at the join.
+    pool.parallel_for(rb * ob, [&](std::int64_t t) {
+      const std::int64_t o0 = (t / rb) * kOutBlock, r0 = (t % rb) * kRowBlock;
+      run(r0, std::min(n_rows, r0 + kRowBlock), o0, std::min(n_out, o0 + kOutBlock));
     });
     return;
   }
