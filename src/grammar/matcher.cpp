@@ -68,20 +68,33 @@ class ByteAutomaton {
   // and the group's sets refuse them, so exactly the tokens below its first control bytes
   // are refused. Walk: visit the node.
   enum class Skip { Walk, Whole, AboveControls };
-  // What a walk reads of state `id` at every node: its loop depth (measured up to 255
-  // bytes, the most a trie node's least_depth says; the largest there is when it is longer:
-  // then ask skip()) and the byte kinds its loop holds whole from where it stands (none
-  // inside a character; never control characters, so a subtree within them has no
-  // control byte and its least_depth is its height).
+  static constexpr std::size_t max_least_depth = 255;  // TokenTrie::least_depth's cap
+  // What a walk reads of state `id` at every node: its loop depth (exact, or a lower bound
+  // measured as far as a subtree below asked; the largest there is when it is 255 bytes
+  // or more, the most a trie node's least_depth says: then ask skip()) and the byte kinds
+  // its loop holds whole from where it stands (none inside a character; never control
+  // characters, so a subtree within them has no control byte and its least_depth is its
+  // height).
   struct Known {
     std::uint16_t depth = 0;
     std::uint8_t kinds = 0;
     bool filled = false;
+    bool settled = false;  // exact, or at least max_least_depth: no need measures further
   };
-  Known known(std::int32_t id) {
+  // Known with the depth measured at least as far as `need()` bytes (called only when the
+  // depth known so far falls short): a state below the string, e.g. after its closing
+  // quote, meets only a few short tokens, and measuring its loops in full (a JSON space's
+  // 20 blanks) would make sets nothing visits.
+  template <class Need>
+  Known known(std::int32_t id, const Need& need) {
     const auto at = static_cast<std::size_t>(id);
-    if (at < known_.size() && known_[at].filled) return known_[at];
-    return measure_known(id);
+    if (at < known_.size() && known_[at].settled) return known_[at];
+    const std::size_t n = need();
+    if (at < known_.size() && known_[at].filled && known_[at].depth >= n) return known_[at];
+    return measure_known(id, n);
+  }
+  Known known(std::int32_t id) {
+    return known(id, [] { return max_least_depth; });
   }
   Skip skip(std::int32_t id, const TokenTrie& v, std::size_t node) {
     Reach& r = reach_of(id);
@@ -272,14 +285,17 @@ class ByteAutomaton {
     std::uint8_t kinds;  // for known()
   };
   // known() the first time: kept apart from Reach (a walk reads it at every node it visits).
-  [[gnu::noinline]] Known measure_known(std::int32_t id) {
+  [[gnu::noinline]] Known measure_known(std::int32_t id, std::size_t need) {
     Reach& r = reach_of(id);
-    if (!r.exact && r.depth < 255) {
-      r.depth = sets_.loop_depth(r.set, 255);
+    if (!r.exact && r.depth < need) {
+      r.depth = sets_.loop_depth(r.set, need);
       r.exact = sets_.loop(r.set).exact;
     }
     if (known_.size() < states_.size()) known_.resize(states_.size());
-    return known_[static_cast<std::size_t>(id)] = {r.exact ? r.depth : std::numeric_limits<std::uint16_t>::max(), r.kinds, true};
+    // Exact, or at least max_least_depth (then any least_depth is reached): as measured.
+    const bool settled = r.exact || r.depth >= max_least_depth;
+    return known_[static_cast<std::size_t>(id)] = {
+               settled && !r.exact ? std::numeric_limits<std::uint16_t>::max() : r.depth, r.kinds, true, settled};
   }
   Reach& reach_of(std::int32_t id) {
     if (static_cast<std::size_t>(id) >= reach_.size()) reach_.resize(states_.size());
@@ -428,7 +444,9 @@ void Matcher::walk(const TokenTrie& v) {
       continue;
     }
     at[d] = s;
-    known[d] = a.known(s);
+    // Read only by the node's children, whose least_depth is at most its height below it.
+    if (v.subtree_end(node) != node + 1)
+      known[d] = a.known(s, [&] { return std::min<std::size_t>(v.below(node).height - 1u, ByteAutomaton::max_least_depth); });
     allow(v.first_token(node), v.first_token(node + 1));
     ++node;
   }
