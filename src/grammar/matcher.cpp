@@ -161,15 +161,19 @@ class ByteAutomaton {
     if ((k.kinds & byte_kind::plain) != byte_kind::plain) return {.limit = -1};
     const bool chain_refuses_controls = reach_of(id).refuses_controls;
     if (k.depth >= Vocabulary::max_plain_chars) return {Vocabulary::max_plain_chars, chain_refuses_controls};
-    std::int32_t end = id;
-    for (std::uint16_t i = 0; i < k.depth; ++i) end = next(end, 'a');
+    // Over sets, not byte states: the states along the chain are made only where a walk
+    // goes (a plain character is ASCII or a whole character: no partial one between).
+    std::int32_t end = states_[static_cast<std::size_t>(id)].set;
+    for (std::uint16_t i = 0; i < k.depth; ++i) end = sets_.step(end, 'a');
     bool end_refuses_controls = true;
-    for (int b = 0; b < 256; ++b) {
-      const auto byte = static_cast<std::uint8_t>(b);
-      const bool plain_first = b < 0x80 ? (byte_kind::of(byte) & byte_kind::plain) != 0 : utf8_length(byte) > 1;
-      if (plain_first && next(end, byte) != 0) return {.limit = -1};
-      if (TokenTrie::is_control(byte) && next(end, byte) != 0) end_refuses_controls = false;
+    for (char32_t c = 0; c < 0x80; ++c) {
+      const auto kind = byte_kind::of(static_cast<std::uint8_t>(c));
+      if ((kind & byte_kind::plain) && sets_.step(end, c) != 0) return {.limit = -1};
+      if (kind == byte_kind::control && sets_.step(end, c) != 0) end_refuses_controls = false;
     }
+    // A lead byte is allowed when some character it begins is (its range, no overlong form
+    // or lone surrogate): over all leads, when some character beyond ASCII is.
+    if (sets_.can_match_any(end, 0x80, 0x10FFFF)) return {.limit = -1};
     return {static_cast<std::int16_t>(k.depth), chain_refuses_controls && end_refuses_controls};
   }
 
