@@ -81,20 +81,14 @@ class ByteAutomaton {
     bool filled = false;
     bool settled = false;  // exact, or at least max_least_depth: no need measures further
   };
-  // Known with the depth measured at least as far as `need()` bytes (called only when the
-  // depth known so far falls short): a state below the string, e.g. after its closing
-  // quote, meets only a few short tokens, and measuring its loops in full (a JSON space's
-  // 20 blanks) would make sets nothing visits.
-  template <class Need>
-  Known known(std::int32_t id, const Need& need) {
+  // Known with the depth measured at least as far as `need` bytes: a walk asks only when
+  // a subtree's kinds fit the loop, so a state below the string (after its closing quote)
+  // does not measure its loops in full (a JSON space's 20 blanks), making sets nothing
+  // visits.
+  Known known(std::int32_t id, std::size_t need = max_least_depth) {
     const auto at = static_cast<std::size_t>(id);
-    if (at < known_.size() && known_[at].settled) return known_[at];
-    const std::size_t n = need();
-    if (at < known_.size() && known_[at].filled && known_[at].depth >= n) return known_[at];
-    return measure_known(id, n);
-  }
-  Known known(std::int32_t id) {
-    return known(id, [] { return max_least_depth; });
+    if (at < known_.size() && known_[at].filled && (known_[at].settled || known_[at].depth >= need)) return known_[at];
+    return measure_known(id, need);
   }
   Skip skip(std::int32_t id, const TokenTrie& v, std::size_t node) {
     Reach& r = reach_of(id);
@@ -396,6 +390,7 @@ std::size_t Matcher::allowed_prefix(std::span<const TokenId> ids) {
 
 namespace {
 constexpr std::size_t min_skipped = 16;  // trie nodes
+constexpr std::size_t first_measured = 16;  // bytes of a loop's depth a walk measures at a new state
 }  // namespace
 
 void Matcher::walk(const TokenTrie& v) {
@@ -418,18 +413,23 @@ void Matcher::walk(const TokenTrie& v) {
   };
   for (std::size_t node = 1; node < v.nodes();) {
     const std::size_t d = v.depth(node);
-    const ByteAutomaton::Known k = known[d - 1];
+    ByteAutomaton::Known k = known[d - 1];
     const std::uint8_t least_depth = v.least_depth(node);
     // A subtree of byte kinds the loop holds whole (its height is least_depth: no control
     // byte) is allowed from the node's own facts; else, if big enough (a small subtree is
     // cheaper to walk than to ask about), ask.
-    // (The kinds are read only when the depth allows: states with few tokens allowed
-    // rarely get that far.)
-    const bool deep_enough = least_depth <= k.depth;
+    // (The kinds are read only when the depth allows, or may once measured further: states
+    // with few tokens allowed rarely get that far.)
+    bool deep_enough = least_depth <= k.depth;
+    const bool kinds_fit = (deep_enough || !k.settled) && least_depth < 255 && (v.kinds(node) & ~k.kinds) == 0;
+    if (kinds_fit && !deep_enough) {
+      k = known[d - 1] = a.known(at[d - 1], least_depth);
+      deep_enough = least_depth <= k.depth;
+    }
     const ByteAutomaton::Skip skip =
-        deep_enough && least_depth < 255 && (v.kinds(node) & ~k.kinds) == 0 ? ByteAutomaton::Skip::Whole
-        : deep_enough && v.subtree_end(node) - node >= min_skipped         ? a.skip(at[d - 1], v, node)
-                                                                           : ByteAutomaton::Skip::Walk;
+        deep_enough && kinds_fit                                              ? ByteAutomaton::Skip::Whole
+        : (deep_enough || !k.settled) && v.subtree_end(node) - node >= min_skipped ? a.skip(at[d - 1], v, node)
+                                                                              : ByteAutomaton::Skip::Walk;
     if (skip != ByteAutomaton::Skip::Walk) {
       std::uint32_t from = v.first_token(node);
       if (skip == ByteAutomaton::Skip::AboveControls) {
@@ -448,9 +448,9 @@ void Matcher::walk(const TokenTrie& v) {
       continue;
     }
     at[d] = s;
-    // Read only by the node's children, whose least_depth is at most its height below it.
-    if (v.subtree_end(node) != node + 1)
-      known[d] = a.known(s, [&] { return std::min<std::size_t>(v.below(node).height - 1u, ByteAutomaton::max_least_depth); });
+    // Read only by the node's children (none at a leaf): measured a little way at once (a
+    // key's literal characters settle there), further only as a child's kinds ask.
+    if (v.subtree_end(node) != node + 1) known[d] = a.known(s, first_measured);
     allow(v.first_token(node), v.first_token(node + 1));
     ++node;
   }

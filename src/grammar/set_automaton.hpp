@@ -104,7 +104,8 @@ class SetIndex {
 class Automaton {
  public:
   explicit Automaton(const Grammar& g) : g_(&g) {
-    // A first mask inside a string makes ~100 sets: grown without copying.
+    // A first mask makes tens of sets: grown without copying (small enough for the heap,
+    // not a fresh mapping of its own whose pages fault in on first use).
     sets_.reserve(initial_sets), loops_.reserve(initial_sets), beyond_ascii_next_.reserve(initial_sets);
     ascii_next_.reserve(initial_sets * 128);
     std::vector<std::int32_t> none;
@@ -286,8 +287,8 @@ class Automaton {
 
  private:
   static constexpr std::size_t max_nodes = std::size_t{1} << 22, max_sets = std::size_t{1} << 16;
-  static constexpr std::uint32_t max_grouped = 32;
-  static constexpr std::size_t initial_sets = 256;  // stacks in a set stepped by groups (a bit each)
+  static constexpr std::uint32_t max_grouped = 32;  // stacks in a set stepped by groups (a bit each)
+  static constexpr std::size_t initial_sets = 64;
   enum : std::uint8_t { unknown_loop, grouped_loop, on_chain };
 
   struct Node {
