@@ -68,20 +68,27 @@ class ByteAutomaton {
   // and the group's sets refuse them, so exactly the tokens below its first control bytes
   // are refused. Walk: visit the node.
   enum class Skip { Walk, Whole, AboveControls };
-  // What a walk reads of state `id` at every node: its loop depth (measured up to 255
-  // bytes, the most a trie node's least_depth says; the largest there is when it is longer:
-  // then ask skip()) and the byte kinds its loop holds whole from where it stands (none
-  // inside a character; never control characters, so a subtree within them has no
-  // control byte and its least_depth is its height).
+  static constexpr std::size_t max_least_depth = 255;  // TokenTrie::least_depth's cap
+  // What a walk reads of state `id` at every node: its loop depth (exact, or a lower bound
+  // measured as far as a subtree below asked; the largest there is when it is 255 bytes
+  // or more, the most a trie node's least_depth says: then ask skip()) and the byte kinds
+  // its loop holds whole from where it stands (none inside a character; never control
+  // characters, so a subtree within them has no control byte and its least_depth is its
+  // height).
   struct Known {
     std::uint16_t depth = 0;
     std::uint8_t kinds = 0;
     bool filled = false;
+    bool settled = false;  // exact, or at least max_least_depth: no need measures further
   };
-  Known known(std::int32_t id) {
+  // Known with the depth measured at least as far as `need` bytes: a walk asks only when
+  // a subtree's kinds fit the loop, so a state below the string (after its closing quote)
+  // does not measure its loops in full (a JSON space's 20 blanks), making sets nothing
+  // visits.
+  Known known(std::int32_t id, std::size_t need = max_least_depth) {
     const auto at = static_cast<std::size_t>(id);
-    if (at < known_.size() && known_[at].filled) return known_[at];
-    return measure_known(id);
+    if (at < known_.size() && known_[at].filled && (known_[at].settled || known_[at].depth >= need)) return known_[at];
+    return measure_known(id, need);
   }
   Skip skip(std::int32_t id, const TokenTrie& v, std::size_t node) {
     Reach& r = reach_of(id);
@@ -148,15 +155,19 @@ class ByteAutomaton {
     if ((k.kinds & byte_kind::plain) != byte_kind::plain) return {.limit = -1};
     const bool chain_refuses_controls = reach_of(id).refuses_controls;
     if (k.depth >= Vocabulary::max_plain_chars) return {Vocabulary::max_plain_chars, chain_refuses_controls};
-    std::int32_t end = id;
-    for (std::uint16_t i = 0; i < k.depth; ++i) end = next(end, 'a');
+    // Over sets, not byte states: the states along the chain are made only where a walk
+    // goes (a plain character is ASCII or a whole character: no partial one between).
+    std::int32_t end = states_[static_cast<std::size_t>(id)].set;
+    for (std::uint16_t i = 0; i < k.depth; ++i) end = sets_.step(end, 'a');
     bool end_refuses_controls = true;
-    for (int b = 0; b < 256; ++b) {
-      const auto byte = static_cast<std::uint8_t>(b);
-      const bool plain_first = b < 0x80 ? (byte_kind::of(byte) & byte_kind::plain) != 0 : utf8_length(byte) > 1;
-      if (plain_first && next(end, byte) != 0) return {.limit = -1};
-      if (TokenTrie::is_control(byte) && next(end, byte) != 0) end_refuses_controls = false;
+    for (char32_t c = 0; c < 0x80; ++c) {
+      const auto kind = byte_kind::of(static_cast<std::uint8_t>(c));
+      if ((kind & byte_kind::plain) && sets_.step(end, c) != 0) return {.limit = -1};
+      if (kind == byte_kind::control && sets_.step(end, c) != 0) end_refuses_controls = false;
     }
+    // A lead byte is allowed when some character it begins is (its range, no overlong form
+    // or lone surrogate): over all leads, when some character beyond ASCII is.
+    if (sets_.can_match_any(end, 0x80, 0x10FFFF)) return {.limit = -1};
     return {static_cast<std::int16_t>(k.depth), chain_refuses_controls && end_refuses_controls};
   }
 
@@ -272,14 +283,17 @@ class ByteAutomaton {
     std::uint8_t kinds;  // for known()
   };
   // known() the first time: kept apart from Reach (a walk reads it at every node it visits).
-  [[gnu::noinline]] Known measure_known(std::int32_t id) {
+  [[gnu::noinline]] Known measure_known(std::int32_t id, std::size_t need) {
     Reach& r = reach_of(id);
-    if (!r.exact && r.depth < 255) {
-      r.depth = sets_.loop_depth(r.set, 255);
+    if (!r.exact && r.depth < need) {
+      r.depth = sets_.loop_depth(r.set, need);
       r.exact = sets_.loop(r.set).exact;
     }
     if (known_.size() < states_.size()) known_.resize(states_.size());
-    return known_[static_cast<std::size_t>(id)] = {r.exact ? r.depth : std::numeric_limits<std::uint16_t>::max(), r.kinds, true};
+    // Exact, or at least max_least_depth (then any least_depth is reached): as measured.
+    const bool settled = r.exact || r.depth >= max_least_depth;
+    return known_[static_cast<std::size_t>(id)] = {
+               settled && !r.exact ? std::numeric_limits<std::uint16_t>::max() : r.depth, r.kinds, true, settled};
   }
   Reach& reach_of(std::int32_t id) {
     if (static_cast<std::size_t>(id) >= reach_.size()) reach_.resize(states_.size());
@@ -376,6 +390,7 @@ std::size_t Matcher::allowed_prefix(std::span<const TokenId> ids) {
 
 namespace {
 constexpr std::size_t min_skipped = 16;  // trie nodes
+constexpr std::size_t first_measured = 16;  // bytes of a loop's depth a walk measures at a new state
 }  // namespace
 
 void Matcher::walk(const TokenTrie& v) {
@@ -398,18 +413,23 @@ void Matcher::walk(const TokenTrie& v) {
   };
   for (std::size_t node = 1; node < v.nodes();) {
     const std::size_t d = v.depth(node);
-    const ByteAutomaton::Known k = known[d - 1];
+    ByteAutomaton::Known k = known[d - 1];
     const std::uint8_t least_depth = v.least_depth(node);
     // A subtree of byte kinds the loop holds whole (its height is least_depth: no control
     // byte) is allowed from the node's own facts; else, if big enough (a small subtree is
     // cheaper to walk than to ask about), ask.
-    // (The kinds are read only when the depth allows: states with few tokens allowed
-    // rarely get that far.)
-    const bool deep_enough = least_depth <= k.depth;
+    // (The kinds are read only when the depth allows, or may once measured further: states
+    // with few tokens allowed rarely get that far.)
+    bool deep_enough = least_depth <= k.depth;
+    const bool kinds_fit = (deep_enough || !k.settled) && least_depth < 255 && (v.kinds(node) & ~k.kinds) == 0;
+    if (kinds_fit && !deep_enough) {
+      k = known[d - 1] = a.known(at[d - 1], least_depth);
+      deep_enough = least_depth <= k.depth;
+    }
     const ByteAutomaton::Skip skip =
-        deep_enough && least_depth < 255 && (v.kinds(node) & ~k.kinds) == 0 ? ByteAutomaton::Skip::Whole
-        : deep_enough && v.subtree_end(node) - node >= min_skipped         ? a.skip(at[d - 1], v, node)
-                                                                           : ByteAutomaton::Skip::Walk;
+        deep_enough && kinds_fit                                              ? ByteAutomaton::Skip::Whole
+        : (deep_enough || !k.settled) && v.subtree_end(node) - node >= min_skipped ? a.skip(at[d - 1], v, node)
+                                                                              : ByteAutomaton::Skip::Walk;
     if (skip != ByteAutomaton::Skip::Walk) {
       std::uint32_t from = v.first_token(node);
       if (skip == ByteAutomaton::Skip::AboveControls) {
@@ -428,7 +448,9 @@ void Matcher::walk(const TokenTrie& v) {
       continue;
     }
     at[d] = s;
-    known[d] = a.known(s);
+    // Read only by the node's children (none at a leaf): measured a little way at once (a
+    // key's literal characters settle there), further only as a child's kinds ask.
+    if (v.subtree_end(node) != node + 1) known[d] = a.known(s, first_measured);
     allow(v.first_token(node), v.first_token(node + 1));
     ++node;
   }

@@ -104,6 +104,10 @@ class SetIndex {
 class Automaton {
  public:
   explicit Automaton(const Grammar& g) : g_(&g) {
+    // A first mask makes tens of sets: grown without copying (small enough for the heap,
+    // not a fresh mapping of its own whose pages fault in on first use).
+    sets_.reserve(initial_sets), loops_.reserve(initial_sets), beyond_ascii_next_.reserve(initial_sets);
+    ascii_next_.reserve(initial_sets * 128);
     std::vector<std::int32_t> none;
     intern_set(none);  // set 0
     begin_expansion();
@@ -284,6 +288,7 @@ class Automaton {
  private:
   static constexpr std::size_t max_nodes = std::size_t{1} << 22, max_sets = std::size_t{1} << 16;
   static constexpr std::uint32_t max_grouped = 32;  // stacks in a set stepped by groups (a bit each)
+  static constexpr std::size_t initial_sets = 64;
   enum : std::uint8_t { unknown_loop, grouped_loop, on_chain };
 
   struct Node {
@@ -371,8 +376,9 @@ class Automaton {
     if (loops_[at].next == 0) {
       const std::int32_t next = step_matching(set, loops_[at].stacks);
       loops_[at].next = next;
-      for (char32_t c = 0; c < 128; ++c)
-        if ((loops_[at].ascii[c >> 6] >> (c & 63)) & 1) ascii_next_[at * 128 + c] = next;
+      std::int32_t* row = &ascii_next_[at * 128];  // after the step: it may have grown the table
+      for (int w = 0; w < 2; ++w)
+        for (std::uint64_t bits = loops_[at].ascii[w]; bits; bits &= bits - 1) row[w * 64 + std::countr_zero(bits)] = next;
     }
     return loops_[at].next;
   }

@@ -159,6 +159,12 @@ TEST(GrammarMask, PlainTextGoesOnAfterTheLoop) {
                      "plain text after the loop", 7, 40, 30);
 }
 
+// The same with an end that takes only characters beyond ASCII: "ééé" then "é" fits
+// where "aaa" then "a" does not.
+TEST(GrammarMask, PlainTextBeyondAsciiAfterTheLoop) {
+  expect_masks_match(gbnf(R"(root ::= ( "<" [^"\\\x00-\x1f\x7f]{3} [é-ü] | " " )+)"), "non-ASCII after the loop", 9, 40, 30);
+}
+
 // Tokens of plain text then a control character (Note [Plain tokens]): refused along a
 // loop that refuses control characters unless the set it ends in takes one; allowed along
 // one that takes them.
