@@ -68,7 +68,7 @@ class ByteAutomaton {
   // and the group's sets refuse them, so exactly the tokens below its first control bytes
   // are refused. Walk: visit the node.
   enum class Skip { Walk, Whole, AboveControls };
-  static constexpr std::size_t max_least_depth = 255;  // TokenTrie::least_depth's cap
+  static constexpr std::size_t max_least_depth = TokenTrie::max_least_depth;
   // What a walk reads of state `id` at every node: its loop depth (exact, or a lower bound
   // measured as far as a subtree below asked; the largest there is when it is 255 bytes
   // or more, the most a trie node's least_depth says: then ask skip()) and the byte kinds
@@ -421,7 +421,7 @@ void Matcher::walk(const TokenTrie& v) {
     // (The kinds are read only when the depth allows, or may once measured further: states
     // with few tokens allowed rarely get that far.)
     bool deep_enough = least_depth <= k.depth;
-    const bool kinds_fit = (deep_enough || !k.settled) && least_depth < 255 && (v.kinds(node) & ~k.kinds) == 0;
+    const bool kinds_fit = (deep_enough || !k.settled) && least_depth < TokenTrie::max_least_depth && (v.kinds(node) & ~k.kinds) == 0;
     if (kinds_fit && !deep_enough) {
       k = known[d - 1] = a.known(at[d - 1], least_depth);
       deep_enough = least_depth <= k.depth;

@@ -66,7 +66,7 @@ TokenTrie::TokenTrie(const std::vector<std::string>& pieces, std::vector<TokenId
     if (is_control(b)) node.above_controls = {.ascii = {}, .height = 0, .utf8_ok = 0xFF, .non_ascii = false};  // nothing above it
     else summarize(node.above_controls, b, children_ok_above[i]);
     nodes_[i].least_depth =
-        static_cast<std::uint8_t>(std::min<int>({node.below.height, node.above_controls.height + 1, 255}));
+        static_cast<std::uint8_t>(std::min<int>({node.below.height, node.above_controls.height + 1, int{max_least_depth}}));
     kinds_[i] |= byte_kind::of(b);
     if (!(node.below.utf8_ok & (1u << static_cast<int>(Utf8Phase::Clean)))) kinds_[i] |= byte_kind::not_utf8;
     kinds_[parent[i]] |= kinds_[i] & ~byte_kind::not_utf8;  // (a lead byte makes its continuations valid)

@@ -73,8 +73,9 @@ class TokenTrie {
   // The subtree cut above its control characters (is_control): their nodes count as empty.
   const Subtree& above_controls(std::size_t node) const { return summaries_[node].above_controls; }
   // The least depth that could allow node's subtree by either summary (min of below's
-  // height and above_controls' height + 1), capped at 255: a walk reads it from the node's
-  // own record before it reaches for the summaries.
+  // height and above_controls' height + 1), capped at max_least_depth: a walk reads it from
+  // the node's own record before it reaches for the summaries.
+  static constexpr std::uint8_t max_least_depth = 255;
   std::uint8_t least_depth(std::size_t node) const { return nodes_[node].least_depth; }
   // The byte_kind bits of the bytes below node (its own included), and not_utf8 unless
   // every path down is valid UTF-8 from between characters; apart from the node records
