@@ -82,7 +82,9 @@ std::vector<std::byte> encode_packed(ThreadPool& pool, const float* x, std::int6
                                      quant::QuantType type) {
   const std::int64_t act_bytes = quant::packed_act_bytes(type, k);
   std::vector<std::byte> act(static_cast<std::size_t>(act_bytes * n_rows));
-  pool.parallel_for(n_rows, [&](std::int64_t r) { quant::quantize_packed_act(type, x + r * k, act.data() + r * act_bytes, k); });
+  pool.parallel_for(n_rows, [&](std::int64_t r) {
+    quant::quantize_packed_act(type, x + r * k, act.data() + r * act_bytes, k);
+  });
   return act;
 }
 

@@ -222,7 +222,9 @@ void rms_norm_contiguous(ThreadPool& pool, const float* x, std::int64_t rows, st
 
 }  // namespace
 
-void rms_norm(Context& ctx, const RawTensor& x, int axis, float eps, RawTensor& out) { rms_norm_mul(ctx, x, axis, nullptr, eps, out); }
+void rms_norm(Context& ctx, const RawTensor& x, int axis, float eps, RawTensor& out) {
+  rms_norm_mul(ctx, x, axis, nullptr, eps, out);
+}
 
 void rms_norm_mul(Context& ctx, const RawTensor& x, int axis, const float* w, float eps, RawTensor& out) {
   check_axis(x, axis, "rms_norm");
