@@ -104,8 +104,8 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
   auto k = split<"kd", "kvh", "hd">(in.linear(w.wk), c.head_dim);
   auto v = split<"kd", "kvh", "hd">(in.linear(w.wv), c.head_dim);
   if (c.qk_norm) {
-    q = mul(ctx, rms_norm<"hd">(ctx, q, c.rms_eps), w.q_norm);
-    k = mul(ctx, rms_norm<"hd">(ctx, k, c.rms_eps), w.k_norm);
+    q = rms_norm_mul<"hd">(ctx, q, w.q_norm, c.rms_eps);
+    k = rms_norm_mul<"hd">(ctx, k, w.k_norm, c.rms_eps);
   }
   q = rope<"seq", "hd">(ctx, q, positions, c.rope_base, c.rope_mode);
   k = rope<"seq", "hd">(ctx, k, positions, c.rope_base, c.rope_mode);

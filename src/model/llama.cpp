@@ -10,10 +10,10 @@ Tensor<"seq", "embd"> swiglu_ffn(Context& ctx, const LayerWeights& w, const Tens
 
 Tensor<"seq", "embd"> llama_block(Context& ctx, const ModelConfig& c, const LayerWeights& w, std::int64_t layer,
                                   const Tensor<"seq", "embd">& x, const Batch& batch, bool prune) {
-  auto h = mul(ctx, rms_norm<"embd">(ctx, x, c.rms_eps), w.attn_norm);
+  auto h = rms_norm_mul<"embd">(ctx, x, w.attn_norm, c.rms_eps);
   auto x2 = add(ctx, x, attention(ctx, c, w, layer, h, batch));
   if (prune) x2 = output_rows(ctx, x2, batch);
-  auto h2 = mul(ctx, rms_norm<"embd">(ctx, x2, c.rms_eps), w.ffn_norm);
+  auto h2 = rms_norm_mul<"embd">(ctx, x2, w.ffn_norm, c.rms_eps);
   return add(ctx, x2, swiglu_ffn(ctx, w, h2));
 }
 

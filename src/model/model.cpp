@@ -92,7 +92,7 @@ Tensor<"seq", "embd"> Model::run_layers(Context& ctx, std::span<const std::int32
 }
 
 Tensor<"seq", "vocab"> Model::head(Context& ctx, const Tensor<"seq", "embd">& x) const {
-  auto h = mul(ctx, rms_norm<"embd">(ctx, x, config_.rms_eps), weights_.output_norm);
+  auto h = rms_norm_mul<"embd">(ctx, x, weights_.output_norm, config_.rms_eps);
   return linear<"embd">(ctx, h, weights_.output);
 }
 

@@ -77,14 +77,27 @@ void matmul_quant_gemm(ThreadPool& pool, const float* x, std::int64_t n_rows, co
   gemm_decoded(pool, xq.data(), n_rows, w, y, quant::codec_traits(w.type).block_size);
 }
 
-// Packed weights (quant/packed.hpp): activations in the packed kernels' format, then
-// groups of 16 output rows spread over the pool; each task covers every activation row.
-void matmul_packed(ThreadPool& pool, const float* x, std::int64_t n_rows, const quant::PackedMatrix& w, float* y) {
-  const std::int64_t k = w.cols(), act_bytes = quant::packed_act_bytes(w.type(), k);
+// x's rows in the packed activation format of `type`, one pool task per row.
+std::vector<std::byte> encode_packed(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int64_t k,
+                                     quant::QuantType type) {
+  const std::int64_t act_bytes = quant::packed_act_bytes(type, k);
   std::vector<std::byte> act(static_cast<std::size_t>(act_bytes * n_rows));
   pool.parallel_for(n_rows, [&](std::int64_t r) {
-    quant::quantize_packed_act(w.type(), x + r * k, act.data() + r * act_bytes, k);
+    quant::quantize_packed_act(type, x + r * k, act.data() + r * act_bytes, k);
   });
+  return act;
+}
+
+// Packed weights (quant/packed.hpp): activations in the packed kernels' format, then
+// groups of 16 output rows spread over the pool; each task covers every activation row.
+// `act`: the rows already encoded (PackedActivations), or null to encode them here.
+void matmul_packed(ThreadPool& pool, const float* x, std::int64_t n_rows, const quant::PackedMatrix& w, float* y,
+                   const std::byte* act) {
+  std::vector<std::byte> own;
+  if (act == nullptr) {
+    own = encode_packed(pool, x, n_rows, w.cols(), w.type());
+    act = own.data();
+  }
   const quant::PackedKernel fn = quant::packed_kernel(quant::DotArm::Avx512Vnni, w.type());
   FUCINA_ASSERT(fn != nullptr);
   // Chunks of at least 32 KiB of weights (smaller ones cost more in claiming than they
@@ -92,14 +105,15 @@ void matmul_packed(ThreadPool& pool, const float* x, std::int64_t n_rows, const 
   // decode runs ~200 of these per token, and a thread idle at each join leaves bandwidth
   // unused (+0.5-6% decode over 8 equal tasks per thread, in-process A/B).
   pool.parallel_guided(w.groups(), (32768 + w.group_bytes() - 1) / w.group_bytes(), [&](std::int64_t g0, std::int64_t g1) {
-    fn(w, g0, g1, act.data(), n_rows, y, w.rows());
+    fn(w, g0, g1, act, n_rows, y, w.rows());
   });
 }
 
 // n_rows rows in one arithmetic: with one_row, each row summed as a one-row product would
 // sum it (Note [One-row arithmetic]).
+// acts (or null): the encodings of every row of the operand x + r0 * w.cols belongs to.
 void matmul_quant_rows(ThreadPool& pool, const float* x, std::int64_t n_rows, const QuantMatrix& w, float* y,
-                       bool one_row) {
+                       bool one_row, PackedActivations* acts, const float* x_all, std::int64_t n_all, std::int64_t r0) {
   if (w.type == quant::QuantType::BF16)
     return matmul_bf16(pool, x, n_rows, w.cols, reinterpret_cast<const std::uint16_t*>(w.row(0)),
                        static_cast<std::int64_t>(w.row_bytes / sizeof(std::uint16_t)), w.rows, y, one_row);
@@ -107,7 +121,12 @@ void matmul_quant_rows(ThreadPool& pool, const float* x, std::int64_t n_rows, co
   const quant::QuantType act_type = traits.vec_dot_type;
   const bool gemm = n_rows >= kGemmFromRows && !one_row;
   if (w.fast_prefill && gemm) return matmul_quant_gemm(pool, x, n_rows, w, y, act_type);
-  if (w.packed != nullptr) return matmul_packed(pool, x, n_rows, *w.packed, y);
+  if (w.packed != nullptr) {
+    const std::byte* act = nullptr;
+    if (acts != nullptr)
+      act = acts->rows(pool, x_all, n_all, w.cols, w.type) + r0 * quant::packed_act_bytes(w.type, w.cols);
+    return matmul_packed(pool, x, n_rows, *w.packed, y, act);
+  }
   if (w.type == quant::QuantType::Q4_0 && gemm) return matmul_quant_gemm(pool, x, n_rows, w, y, act_type);
   const std::int64_t k = w.cols;
   const std::int64_t act_bytes = quant::row_bytes(act_type, k);
@@ -148,9 +167,21 @@ void matmul_quant_rows(ThreadPool& pool, const float* x, std::int64_t n_rows, co
 
 }  // namespace
 
-void matmul_quant(ThreadPool& pool, const float* x, std::int64_t n_rows, const QuantMatrix& w, float* y) {
+const std::byte* PackedActivations::rows(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int64_t cols,
+                                         quant::QuantType type) {
+  if (x != x_) encoded_.clear();  // another operand: nothing kept applies
+  x_ = x;
+  const quant::QuantType act_type = quant::codec_traits(type).vec_dot_type;
+  for (const Encoded& e : encoded_)
+    if (e.act_type == act_type) return e.bytes.data();
+  encoded_.push_back({act_type, encode_packed(pool, x, n_rows, cols, type)});
+  return encoded_.back().bytes.data();
+}
+
+void matmul_quant(ThreadPool& pool, const float* x, std::int64_t n_rows, const QuantMatrix& w, float* y,
+                  PackedActivations* acts) {
   by_row_arithmetic(n_rows, [&](std::int64_t r0, std::int64_t rows, bool one_row) {
-    matmul_quant_rows(pool, x + r0 * w.cols, rows, w, y + r0 * w.rows, one_row);
+    matmul_quant_rows(pool, x + r0 * w.cols, rows, w, y + r0 * w.rows, one_row, acts, x, n_rows, r0);
   });
 }
 

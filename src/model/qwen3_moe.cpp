@@ -112,10 +112,10 @@ Tensor<"seq", "embd"> moe_ffn(Context& ctx, const ModelConfig& c, const LayerWei
 
 Tensor<"seq", "embd"> qwen3moe_block(Context& ctx, const ModelConfig& c, const LayerWeights& w, std::int64_t layer,
                                      const Tensor<"seq", "embd">& x, const Batch& batch, bool prune) {
-  auto h = mul(ctx, rms_norm<"embd">(ctx, x, c.rms_eps), w.attn_norm);
+  auto h = rms_norm_mul<"embd">(ctx, x, w.attn_norm, c.rms_eps);
   auto x2 = add(ctx, x, attention(ctx, c, w, layer, h, batch));
   if (prune) x2 = output_rows(ctx, x2, batch);  // as llama_block
-  auto h2 = mul(ctx, rms_norm<"embd">(ctx, x2, c.rms_eps), w.ffn_norm);
+  auto h2 = rms_norm_mul<"embd">(ctx, x2, w.ffn_norm, c.rms_eps);
   return add(ctx, x2, moe_ffn(ctx, c, w, layer, h2));
 }
 

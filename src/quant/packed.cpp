@@ -6,9 +6,15 @@
 #include <vector>
 
 #include "fucina/core/error.hpp"
+#include "fucina/kernels/arch.hpp"
 #include "fucina/quant/blocks_legacy.hpp"
 #include "fucina/quant/fp16.hpp"
+#include "fucina/quant/k_quants.hpp"
 #include "packed_formats.hpp"
+
+#if FUCINA_ARCH_AVX512
+#include <immintrin.h>
+#endif
 
 namespace fucina::quant {
 
@@ -100,22 +106,62 @@ std::int64_t packed_act_bytes(QuantType type, std::int64_t cols) {
   return row_bytes(QuantType::Q8_K, cols);
 }
 
+namespace {
+
+// One 32-value block: ggml's Q8_0 activation encoding, the scale widened to f32, the int8 sum.
+void encode_q8_block(const float* x, detail::PackedActQ8& out) {
+  BlockQ8_0 tmp;
+  quantize_row_activation(QuantType::Q8_0, x, &tmp, 32);
+  out.d = fp16_to_fp32(tmp.d);
+  int s = 0;
+  for (int i = 0; i < 32; ++i) {
+    out.q[i] = tmp.qs[i];
+    s += tmp.qs[i];
+  }
+  out.sum = s;
+}
+
+// encode_q8_block over a row, 16 lanes at a time: |x| max, x·(127/amax) rounded to nearest
+// even (vcvtps2dq under the default rounding, out of range -> INT_MIN as ggml's
+// _mm256_cvtps_epi32), saturated to int8. A block holding NaN goes to the scalar encoder:
+// its max fold is order-dependent there. False when the AVX-512 arm is not compiled.
+bool encode_q8_row_simd(const float* x, detail::PackedActQ8* out, std::int64_t nb) {
+#if FUCINA_ARCH_AVX512
+  const __m512 sign = _mm512_set1_ps(-0.f);
+  for (std::int64_t b = 0; b < nb; ++b, x += 32) {
+    const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+    if ((_mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v1, v1, _CMP_UNORD_Q)) != 0) {
+      encode_q8_block(x, out[b]);
+      continue;
+    }
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
+    out[b].d = fp16_to_fp32(fp32_to_fp16(amax / 127.f));
+    const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.f / amax : 0.0f);
+    const __m128i q0 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, id)));
+    const __m128i q1 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, id)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out[b].q), q0);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out[b].q + 16), q1);
+    out[b].sum = _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_cvtepi8_epi32(q0), _mm512_cvtepi8_epi32(q1)));
+  }
+  return true;
+#else
+  (void)x, (void)out, (void)nb;
+  return false;
+#endif
+}
+
+}  // namespace
+
+void quantize_packed_act_scalar(QuantType type, const float* x, std::byte* dst, std::int64_t cols) {
+  if (!q8_0_paired(type)) return quantize_row_q8_K(x, reinterpret_cast<BlockQ8_K*>(dst), cols);
+  auto* out = reinterpret_cast<detail::PackedActQ8*>(dst);
+  for (std::int64_t b = 0; b < cols / 32; ++b) encode_q8_block(x + b * 32, out[b]);
+}
+
 void quantize_packed_act(QuantType type, const float* x, std::byte* dst, std::int64_t cols) {
   if (!q8_0_paired(type)) return quantize_row_activation(QuantType::Q8_K, x, dst, cols);
-  thread_local std::vector<BlockQ8_0> tmp;
-  const std::int64_t nb = cols / 32;
-  tmp.resize(static_cast<std::size_t>(nb));
-  quantize_row_activation(QuantType::Q8_0, x, tmp.data(), cols);
-  auto* out = reinterpret_cast<detail::PackedActQ8*>(dst);
-  for (std::int64_t b = 0; b < nb; ++b) {
-    out[b].d = fp16_to_fp32(tmp[b].d);
-    int s = 0;
-    for (int i = 0; i < 32; ++i) {
-      out[b].q[i] = tmp[b].qs[i];
-      s += tmp[b].qs[i];
-    }
-    out[b].sum = s;
-  }
+  if (!encode_q8_row_simd(x, reinterpret_cast<detail::PackedActQ8*>(dst), cols / 32))
+    quantize_packed_act_scalar(type, x, dst, cols);
 }
 
 PackedKernel packed_kernel(DotArm arm, QuantType type) {

@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <numeric>
+#include <utility>
+#include <vector>
 
 #include "fucina/fucina.hpp"
 #include "support/temp_dir.hpp"
@@ -215,6 +217,63 @@ TEST(Nn, SoftmaxNormsAndRope) {
 // Rope's arithmetic bit for bit (Note [Rope arithmetic]): the first product of each output
 // fused, in both pairings, over a strided (transposed) input. GCC 12 once fused only the
 // Llama pairing, so both modes must show the FMA form where it differs from the plain one.
+// ggml's RMSNorm, one row at a time: f32 squares summed in double in order, the scale
+// rounded to f32, then x·scale and (separately rounded) ·w.
+std::vector<float> ggml_rms_norm_rows(const std::vector<float>& x, std::int64_t n, const std::vector<float>* w, float eps) {
+  std::vector<float> y(x.size());
+  for (std::size_t r0 = 0; r0 < x.size(); r0 += static_cast<std::size_t>(n)) {
+    double ss = 0.0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float sq = x[r0 + i] * x[r0 + i];
+      ss += sq;
+    }
+    const float mean = static_cast<float>(ss / static_cast<double>(n));
+    const float scale = 1.0f / std::sqrt(mean + eps);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float normed = x[r0 + i] * scale;
+      y[r0 + i] = w ? normed * (*w)[static_cast<std::size_t>(i)] : normed;
+    }
+  }
+  return y;
+}
+
+// Note [Interleaved RMS sums]: rows summed 8, 4, 2, 1 at a time (and 8-row groups spread
+// over the pool) keep each row's sequential double sum: every row count, both layouts.
+TEST(Nn, RmsNormIsGgmlArithmeticForAnyRowCount) {
+  Context ctx({.threads = 2});
+  const float eps = 1e-6f;
+  for (const auto& [rows, n] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+           {1, 1024}, {2, 64}, {3, 33}, {5, 128}, {7, 16}, {8, 1024}, {9, 128}, {13, 40}, {17, 128}, {128, 128}, {64, 1024}}) {
+    auto x = Tensor<"seq", "hd">::randn(ctx, {rows, n}, static_cast<std::uint64_t>(rows * 1000 + n));
+    auto w = Tensor<"hd">::randn(ctx, {n}, static_cast<std::uint64_t>(n));
+    const std::vector<float> xv = x.to_vector(), wv = w.to_vector();
+    EXPECT_EQ(rms_norm<"hd">(ctx, x, eps).to_vector(), ggml_rms_norm_rows(xv, n, nullptr, eps)) << rows << " x " << n;
+    EXPECT_EQ(rms_norm_mul<"hd">(ctx, x, w, eps).to_vector(), ggml_rms_norm_rows(xv, n, &wv, eps)) << rows << " x " << n;
+    // The same rows strided (the axis not innermost): the one-row-at-a-time path.
+    auto xt = x.permute<"hd", "seq">().contiguous(ctx).permute<"seq", "hd">();
+    EXPECT_EQ(rms_norm_mul<"hd">(ctx, xt, w, eps).to_vector(), ggml_rms_norm_rows(xv, n, &wv, eps)) << rows << " x " << n;
+  }
+}
+
+TEST(Nn, RmsNormMulRecordsTheTwoOpsGradients) {
+  Context ctx({.threads = 2});
+  auto x = Tensor<"seq", "hd">::randn(ctx, {3, 16}, 5);
+  auto w = Tensor<"hd">::randn(ctx, {16}, 6);
+  const auto fused = rms_norm_mul<"hd">(ctx, x, w, 1e-5f);
+  EXPECT_FALSE(fused.requires_grad());
+  auto xv = x.variable();
+  auto wv = w.variable();
+  auto y = rms_norm_mul<"hd">(ctx, xv, wv, 1e-5f);
+  EXPECT_EQ(y.to_vector(), fused.to_vector());
+  sum_all(ctx, mul(ctx, y, y)).backward(ctx);
+  auto xr = x.variable();
+  auto wr = w.variable();
+  auto yr = mul(ctx, rms_norm<"hd">(ctx, xr, 1e-5f), wr);
+  sum_all(ctx, mul(ctx, yr, yr)).backward(ctx);
+  EXPECT_EQ(xv.grad().to_vector(), xr.grad().to_vector());
+  EXPECT_EQ(wv.grad().to_vector(), wr.grad().to_vector());
+}
+
 TEST(Nn, RopeIsGgmlArithmeticInBothModes) {
   Context ctx({.threads = 2});
   auto q = Tensor<"head", "seq", "dim">::randn(ctx, {2, 3, 8}, 21).permute<"seq", "head", "dim">();

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <unistd.h>
 #include <vector>
 
@@ -93,6 +94,35 @@ TEST(QuantMatmul, GemmPathMatchesTheDotKernel) {
         ASSERT_NEAR(y[static_cast<std::size_t>(r * rows + o)], quant::vec_dot(type, cols, q.row(o), act.data()), tol)
             << quant::codec_traits(type).name << " r=" << r << " o=" << o;
       }
+    }
+  }
+}
+
+// One PackedActivations shared by products of one input (SharedInput: q/k/v, gate/up)
+// across weight formats of both activation formats gives each product's own result, also
+// when one-row arithmetic splits the rows (the shared encoding is read at an offset).
+TEST(QuantMatmul, SharedPackedActivationsEqualOwnEncodings) {
+  Context ctx({.threads = 2});
+  const std::int64_t rows = 48, cols = 512, n = 9;
+  const auto w = Tensor<"o", "i">::randn(ctx, {rows, cols}, 11).to_vector();
+  const auto x = Tensor<"n", "i">::randn(ctx, {n, cols}, 12).to_vector();
+  const quant::QuantType types[] = {quant::QuantType::Q4_0, quant::QuantType::Q4_K, quant::QuantType::Q8_0,
+                                    quant::QuantType::Q6_K};
+  std::vector<std::vector<std::byte>> storage(std::size(types));
+  std::vector<model::QuantMatrix> qs;
+  for (std::size_t t = 0; t < std::size(types); ++t) {
+    auto q = quantize_matrix(types[t], w, rows, cols, storage[t]);
+    q.packed = std::make_shared<const quant::PackedMatrix>(quant::pack_matrix(q.type, q.data, rows, cols, q.row_bytes));
+    qs.push_back(std::move(q));
+  }
+  for (const std::int64_t one_row : {std::int64_t{0}, std::int64_t{4}}) {
+    model::OneRowArithmetic guard(one_row);
+    model::PackedActivations shared;
+    for (const auto& q : qs) {
+      std::vector<float> own(static_cast<std::size_t>(n * rows)), via(own.size());
+      model::matmul_quant(ctx.pool(), x.data(), n, q, own.data());
+      model::matmul_quant(ctx.pool(), x.data(), n, q, via.data(), &shared);
+      EXPECT_EQ(own, via) << quant::codec_traits(q.type).name << " one-row rows " << one_row;
     }
   }
 }

@@ -12,6 +12,7 @@
 #include "fucina/quant/blocks_legacy.hpp"
 #include "fucina/quant/iq4.hpp"
 #include "fucina/quant/k_quants.hpp"
+#include "fucina/quant/packed.hpp"
 #include "fucina/quant/traits.hpp"
 #include "golden.hpp"
 
@@ -116,6 +117,40 @@ TEST(ActivationGolden, Q8KSimdEqualsScalar) {
     GTEST_SKIP() << "no SIMD arm in this build";
   for (int b = 0; b < kBlocks; ++b)
     EXPECT_EQ(std::memcmp(&want[b], &got[b], sizeof(BlockQ8_K)), 0) << "block " << b;
+}
+
+// The packed kernels' Q8_0 activation rows (quantize_packed_act: AVX-512 when compiled)
+// are their scalar twin's bytes: blocks of every scale, zeros of both signs, halves that
+// meet the round-to-even, a saturating +-127.5 step, NaN and infinities.
+TEST(ActivationGolden, PackedQ8SimdEqualsScalar) {
+  constexpr int kBlocks = 96, kCols = kBlocks * 32;
+  std::vector<float> x(kCols);
+  std::mt19937 rng(21);
+  std::normal_distribution<float> g(0.f, 1.f);
+  for (int b = 0; b < kBlocks; ++b) {
+    float* v = x.data() + b * 32;
+    const float scale = std::ldexp(1.f, b % 48 - 24);
+    for (int j = 0; j < 32; ++j) v[j] = g(rng) * scale;
+    switch (b % 8) {
+      case 1: std::fill(v, v + 32, 0.f); break;
+      case 2: std::fill(v, v + 32, -0.f), v[31] = 1e-38f; break;
+      case 3: v[0] = 127.f * scale, v[1] = 0.5f * scale, v[2] = -1.5f * scale, v[3] = 2.5f * scale; break;
+      case 4: v[b % 32] = std::numeric_limits<float>::quiet_NaN(); break;
+      case 5: v[7] = -std::numeric_limits<float>::infinity(); break;
+      case 6: v[20] = std::numeric_limits<float>::max(), v[21] = -std::numeric_limits<float>::max(); break;
+      case 7: v[0] = std::numeric_limits<float>::quiet_NaN(), v[9] = 1e30f; break;
+      default: break;
+    }
+  }
+  for (const QuantType type : {QuantType::Q4_0, QuantType::Q8_0}) {
+    const auto bytes = static_cast<std::size_t>(packed_act_bytes(type, kCols));
+    std::vector<std::byte> want(bytes), got(bytes);
+    quantize_packed_act_scalar(type, x.data(), want.data(), kCols);
+    quantize_packed_act(type, x.data(), got.data(), kCols);
+    for (std::size_t b = 0; b < kBlocks; ++b)
+      EXPECT_EQ(std::memcmp(want.data() + b * bytes / kBlocks, got.data() + b * bytes / kBlocks, bytes / kBlocks), 0)
+          << "block " << b;
+  }
 }
 
 // quantize_row(Q8_1) is ggml's quantize_row_q8_1_ref (round half away from zero).

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "fucina/core/buffer.hpp"
 #include "fucina/core/thread_pool.hpp"
@@ -28,8 +29,30 @@ struct QuantMatrix {
   const std::byte* row(std::int64_t r) const { return data + r * row_bytes; }
 };
 
+// The activation rows of one left operand encoded for the packed kernels, kept across the
+// products that read it (q/k/v, gate/up: SharedInput) so each activation format is encoded
+// once rather than once per product. Encoding is per row, so a product over rows [r0, r0+n)
+// reads the same bytes it would have encoded itself.
+class PackedActivations {
+ public:
+  // x's n_rows rows (of `cols`) in the packed activation format of weights of `type`,
+  // encoded on the first request for that format (and again if x moved: keyed by address,
+  // so the caller keeps x's rows unchanged while it holds this).
+  const std::byte* rows(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int64_t cols, quant::QuantType type);
+
+ private:
+  struct Encoded {
+    quant::QuantType act_type;  // the weight type's vec_dot_type: one packed format each
+    std::vector<std::byte> bytes;
+  };
+  const float* x_ = nullptr;
+  std::vector<Encoded> encoded_;
+};
+
 // y[r * n_out + o] = dot(w row o, x row r) for r < n_rows, o < w.rows (x rows of w.cols).
-void matmul_quant(ThreadPool& pool, const float* x, std::int64_t n_rows, const QuantMatrix& w, float* y);
+// acts: x's encodings shared with other products of the same x (or null).
+void matmul_quant(ThreadPool& pool, const float* x, std::int64_t n_rows, const QuantMatrix& w, float* y,
+                  PackedActivations* acts = nullptr);
 
 // Rows `ids` of w decoded to f32 (embedding lookup): out[i * w.cols + j].
 void gather_quant_rows(const QuantMatrix& w, const std::int32_t* ids, std::int64_t n, float* out);

@@ -139,16 +139,18 @@ void check_contracted(const Tensor<R, C>& x, const Weight<Out, C>& w) {
 }  // namespace detail
 
 namespace detail {
-// x·Wᵀ of the stored matrix alone; `rounded`: x already rounded to f16 (or undefined).
+// x·Wᵀ of the stored matrix alone; `rounded`: x already rounded to f16 (or undefined);
+// `acts`: x's packed encodings shared with other products of x (or null).
 template <TagName C, TagName R, TagName Out>
-Tensor<R, Out> stored_linear(Context& ctx, const Tensor<R, C>& x, const Tensor<R, C>& rounded, const Weight<Out, C>& w) {
+Tensor<R, Out> stored_linear(Context& ctx, const Tensor<R, C>& x, const Tensor<R, C>& rounded, const Weight<Out, C>& w,
+                             PackedActivations* acts = nullptr) {
   check_contracted(x, w);
   Tensor<R, Out> y;
   Tensor<R, C> used;
   if (w.is_quant()) {
     used = contiguous(ctx, x);
     y = Tensor<R, Out>::empty(ctx, {x.template size<R>(), w.quant().rows});
-    matmul_quant(ctx.pool(), used.data().data(), x.template size<R>(), w.quant(), y.mutable_data().data());
+    matmul_quant(ctx.pool(), used.data().data(), x.template size<R>(), w.quant(), y.mutable_data().data(), acts);
   } else if (w.is_f16()) {
     y = linear_ggml<Out>(ctx, rounded.defined() ? rounded : f16_rounded(ctx, x), w.f16().raw(), w.order());
   } else {
@@ -180,7 +182,8 @@ Tensor<R, Out> linear(Context& ctx, const Tensor<R, C>& x, const Weight<Out, C>&
 }
 
 // One left operand of several linear()s (q/k/v, gate/up): the f16 rounding pass runs once,
-// on the first f16 weight, instead of once per weight.
+// on the first f16 weight, and the packed int8 encoding once per activation format, instead
+// of once per weight.
 template <TagName R, TagName C>
 class SharedInput {
  public:
@@ -188,12 +191,13 @@ class SharedInput {
   template <TagName Out>
   Tensor<R, Out> linear(const Weight<Out, C>& w) {
     if (w.is_f16() && !rounded_.defined()) rounded_ = detail::f16_rounded(ctx_, x_);
-    return detail::add_lora(ctx_, x_, w, detail::stored_linear(ctx_, x_, rounded_, w));
+    return detail::add_lora(ctx_, x_, w, detail::stored_linear(ctx_, x_, rounded_, w, &acts_));
   }
 
  private:
   Context& ctx_;
   Tensor<R, C> x_, rounded_;
+  PackedActivations acts_;
 };
 
 // A stack of per-expert [Out, In] matrices (f32, f16 or one ggml block type).

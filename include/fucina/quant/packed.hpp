@@ -73,7 +73,10 @@ PackedMatrix pack_matrix(QuantType type, const std::byte* data, std::int64_t row
 // Q8_0-paired formats ggml's Q8_0 quantization with each block's scale as f32 and its
 // int8 sum; for K formats ggml's Q8_K block as is.
 std::int64_t packed_act_bytes(QuantType type, std::int64_t cols);
+// (The Q8_0-paired rows through an AVX-512 encoder when compiled, byte-identical to
+// quantize_packed_act_scalar, its twin.)
 void quantize_packed_act(QuantType type, const float* x, std::byte* dst, std::int64_t cols);
+void quantize_packed_act_scalar(QuantType type, const float* x, std::byte* dst, std::int64_t cols);
 
 // y[r * ldy + o] = dot(weight row o, activation row r) for r < n_act and o in rows
 // [16 * g0, min(16 * g1, rows)): activation row r at act + r * packed_act_bytes(type, cols).

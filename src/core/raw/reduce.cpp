@@ -167,20 +167,85 @@ void softmax(Context& ctx, const RawTensor& x, int axis, RawTensor& out, bool lo
   });
 }
 
+namespace {
+
+// 1 / sqrt(mean + eps) from a row's sum of squares, as ggml rounds it.
+float rms_scale(double ss, std::int64_t n, float eps) {
+  const float mean = static_cast<float>(ss / static_cast<double>(n));
+  return 1.0f / std::sqrt(mean + eps);
+}
+
+// Note [Interleaved RMS sums]: ggml sums a row's f32 squares in double, one element after
+// the other, and so do we (bit parity). That chain is latency-bound: one double add per
+// add latency. Rows are independent, so G contiguous rows of n advance their chains
+// together, each in its own order: the same sums, G at a time. y = x·scale (·w when w).
+template <int G>
+void rms_norm_rows(const float* x, std::int64_t n, const float* w, float eps, float* y) {
+  double ss[G] = {};
+  for (std::int64_t i = 0; i < n; ++i)
+    for (int r = 0; r < G; ++r) {
+      const float v = x[r * n + i];
+      ss[r] += static_cast<double>(v * v);
+    }
+  for (int r = 0; r < G; ++r) {
+    const float scale = rms_scale(ss[r], n, eps);
+    const float* p = x + r * n;
+    float* o = y + r * n;
+    if (w == nullptr) {
+      for (std::int64_t i = 0; i < n; ++i) o[i] = p[i] * scale;
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) o[i] = (p[i] * scale) * w[i];  // rms_norm, then mul: two roundings
+    }
+  }
+}
+
+// rows x n contiguous rows of x into y, by Note [Interleaved RMS sums]: groups of 8 rows
+// spread over the pool when there is enough work, the remainder 4, 2, 1 at a time.
+void rms_norm_contiguous(ThreadPool& pool, const float* x, std::int64_t rows, std::int64_t n, const float* w, float eps,
+                         float* y) {
+  constexpr int kGroup = 8;
+  constexpr std::int64_t kParallelElems = 1 << 13;  // below this a pool dispatch costs more than it saves
+  const std::int64_t groups = rows / kGroup;
+  const auto group = [&](std::int64_t g) { rms_norm_rows<kGroup>(x + g * kGroup * n, n, w, eps, y + g * kGroup * n); };
+  if (groups >= 2 && rows * n >= kParallelElems) {
+    pool.parallel_range(groups, 1, [&](std::int64_t g0, std::int64_t g1) {
+      for (std::int64_t g = g0; g < g1; ++g) group(g);
+    });
+  } else {
+    for (std::int64_t g = 0; g < groups; ++g) group(g);
+  }
+  std::int64_t r = groups * kGroup;
+  for (; r + 4 <= rows; r += 4) rms_norm_rows<4>(x + r * n, n, w, eps, y + r * n);
+  for (; r + 2 <= rows; r += 2) rms_norm_rows<2>(x + r * n, n, w, eps, y + r * n);
+  for (; r < rows; ++r) rms_norm_rows<1>(x + r * n, n, w, eps, y + r * n);
+}
+
+}  // namespace
+
 void rms_norm(Context& ctx, const RawTensor& x, int axis, float eps, RawTensor& out) {
+  rms_norm_mul(ctx, x, axis, nullptr, eps, out);
+}
+
+void rms_norm_mul(Context& ctx, const RawTensor& x, int axis, const float* w, float eps, RawTensor& out) {
   check_axis(x, axis, "rms_norm");
+  const std::int64_t n = x.shape[axis];
+  if (axis == x.rank - 1 && x.is_contiguous() && out.is_contiguous() && n > 0)
+    return rms_norm_contiguous(ctx.pool(), x.data<float>(), x.numel() / n, n, w, eps, out.data<float>());
   auto l = axis_last_layout<2>(x, axis, {&out, &x}, {false, false});
   const float* xs = x.data<float>();
   float* ys = out.data<float>();
   const std::int64_t so = l.strides[0][l.rank - 1], sx = l.strides[1][l.rank - 1];
-  for_each_row(&ctx.pool(), l, [&](const std::array<std::int64_t, 2>& off, std::int64_t n) {
+  for_each_row(&ctx.pool(), l, [&](const std::array<std::int64_t, 2>& off, std::int64_t len) {
     const float* p = xs + off[1];
     float* y = ys + off[0];
     double ss = 0.0;  // as ggml: f32 squares accumulated in double
-    for (std::int64_t i = 0; i < n; ++i) ss += static_cast<double>(p[i * sx] * p[i * sx]);
-    const float mean = static_cast<float>(ss / static_cast<double>(n));
-    const float scale = 1.0f / std::sqrt(mean + eps);
-    for (std::int64_t i = 0; i < n; ++i) y[i * so] = p[i * sx] * scale;
+    for (std::int64_t i = 0; i < len; ++i) ss += static_cast<double>(p[i * sx] * p[i * sx]);
+    const float scale = rms_scale(ss, len, eps);
+    if (w == nullptr) {
+      for (std::int64_t i = 0; i < len; ++i) y[i * so] = p[i * sx] * scale;
+    } else {
+      for (std::int64_t i = 0; i < len; ++i) y[i * so] = (p[i * sx] * scale) * w[i];
+    }
   });
 }
 

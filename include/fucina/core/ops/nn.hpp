@@ -4,6 +4,7 @@
 #include <limits>
 #include <span>
 
+#include "fucina/core/ops/pointwise.hpp"
 #include "fucina/core/ops/view.hpp"
 #include "fucina/core/raw/reduce.hpp"
 
@@ -41,6 +42,21 @@ X rms_norm(Context& ctx, const X& x, float eps) {
     r.set_node(autograd::make_node<autograd::RowBackward>({x.node()}, autograd::RowOp::rms_norm, x.raw(),
                                                          X::template axis_of<T>(), eps));
   return r;
+}
+
+// mul(rms_norm<T>(x, eps), w) for a weight along T alone (a model's RMSNorm layer): the same
+// floats in one pass over x instead of two ops and a temporary. When a gradient is to be
+// recorded it is exactly those two ops (and their backward).
+template <TagName T, FloatTensor X, FloatTensor W>
+  requires(W::rank == 1 && W::template has_tag<T>)
+X rms_norm_mul(Context& ctx, const X& x, const W& w, float eps) {
+  if (autograd::grad_enabled() && (x.requires_grad() || w.requires_grad())) return mul(ctx, rms_norm<T>(ctx, x, eps), w);
+  FUCINA_CHECK(w.template size<T>() == x.template size<T>(), ShapeMismatch, "[rms_norm_mul] axis '{}' is {} in x, {} in w",
+               T.view(), x.template size<T>(), w.template size<T>());
+  const auto wc = contiguous(ctx, w);
+  RawTensor out = ctx.empty(DType::f32, x.raw().rank, x.raw().shape);
+  raw::rms_norm_mul(ctx, x.raw(), X::template axis_of<T>(), wc.data().data(), eps, out);
+  return X(out);
 }
 
 // (x - mean) / sqrt(var + eps) along T (biased variance, as PyTorch).

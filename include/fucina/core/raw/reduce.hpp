@@ -21,6 +21,9 @@ void topk(Context& ctx, const RawTensor& x, int axis, std::int64_t k, RawTensor&
 // Along `axis`, out has x's shape.
 void softmax(Context& ctx, const RawTensor& x, int axis, RawTensor& out, bool log_space);
 void rms_norm(Context& ctx, const RawTensor& x, int axis, float eps, RawTensor& out);
+// rms_norm then out *= w along `axis` (w: x.shape[axis] contiguous floats, or null for none),
+// in one pass with the two ops' roundings.
+void rms_norm_mul(Context& ctx, const RawTensor& x, int axis, const float* w, float eps, RawTensor& out);
 void layer_norm(Context& ctx, const RawTensor& x, int axis, float eps, RawTensor& out);
 
 // Rotary embedding: pairs along `dim_axis` rotated by positions[p] * base^(-2i/d) where p
