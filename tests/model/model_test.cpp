@@ -129,15 +129,16 @@ TEST(F16Dot, TiledMatmulMatchesDotBitExact) {
 
 // Batched rows in both orders (plain batches tiled, one-row arithmetic's rows vec): every
 // row count a tile split meets (1-9, 13, 17), small k (the default model's 256 and 768) and
-// k past the vec order's k-blocks, partial column tiles, one and two threads: each output
-// carries the exact bits of the one-row dot in its order.
+// k past the vec order's k-blocks, partial column tiles, rows of whole cache lines (80), one
+// to three threads (the guided chunks differ with the count): each output carries the exact
+// bits of the one-row dot in its order.
 TEST(F16Dot, BatchedRowsMatchDotBitExactInBothOrders) {
-  for (auto [k, n_out] : {std::array<std::int64_t, 2>{64, 13}, {256, 50}, {768, 31}, {2176, 7}}) {
+  for (auto [k, n_out] : {std::array<std::int64_t, 2>{64, 13}, {256, 50}, {256, 80}, {768, 31}, {2176, 7}}) {
     const auto w = rand_half(static_cast<std::size_t>(n_out * k), 51 + k);
     for (std::int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 17}) {
       const auto x = rand_f16_exact(static_cast<std::size_t>(n * k), 52 + k + n);
       for (auto order : {GgmlOrder::tiled, GgmlOrder::vec})
-        for (int threads : {1, 2}) {
+        for (int threads : {1, 2, 3}) {
           ThreadPool pool(threads);
           std::vector<float> y(static_cast<std::size_t>(n * n_out), -1.f);
           matmul_f16(pool, x.data(), n, k, w.data(), k, n_out, y.data(), order);
