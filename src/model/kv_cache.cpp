@@ -37,10 +37,16 @@ std::string_view kv_type_name(KvType type) {
   return "?";
 }
 
-RawTensor KvCache::allocate(Context& ctx, const ModelConfig& c, std::int64_t n_rows, KvType type) {
+RawTensor KvCache::allocate(Context& ctx, const ModelConfig& c, std::int64_t n_blocks, std::int64_t block_rows,
+                            KvType type) {
   FUCINA_CHECK(type != KvType::q8_0 || c.head_dim % kQ8Block == 0, Unsupported,
                "[kv_cache] a q8_0 cache needs a head size that is a multiple of 32, got {}", c.head_dim);
-  return ctx.empty(storage_dtype(type), 3, Dims{n_rows, c.n_head_kv, row_units(type, c.head_dim)});
+  const std::int64_t units = row_units(type, c.head_dim);
+  RawTensor t = ctx.empty(storage_dtype(type), 4, Dims{n_blocks, c.n_head_kv, block_rows, units});
+  t.rank = 3;  // block 0 as [block_rows, kvh, units]
+  t.shape = Dims{block_rows, c.n_head_kv, units};
+  t.strides = Dims{units, block_rows * units, 1};
+  return t;
 }
 
 void KvCache::write_rows(Context& ctx, const Rows& rows, RawTensor& dst, KvType type) {
@@ -71,8 +77,8 @@ KvCache::KvCache(Context& ctx, const ModelConfig& c, std::int64_t n_ctx, KvType 
   FUCINA_CHECK(n_ctx > 0, InvalidArgument, "[kv_cache] context length must be positive, got {}", n_ctx);
   check_fits(c, n_ctx, type);
   for (std::int64_t l = 0; l < c.n_layer; ++l) {
-    k_.push_back(allocate(ctx, c, n_ctx, type));
-    v_.push_back(allocate(ctx, c, n_ctx, type));
+    k_.push_back(allocate(ctx, c, 1, n_ctx, type));
+    v_.push_back(allocate(ctx, c, 1, n_ctx, type));
   }
 }
 
