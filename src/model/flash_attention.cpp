@@ -156,9 +156,9 @@ void attend_rows(const KvView& kv, std::int64_t h, const float* const* qs, int g
       float dots[kPair][kRun], ms[kPair][kRun], vs[kPair][kRun];
       float* dp[kPair] = {dots[0], dots[1]};
       // ggml_vec_dot_f16 on the f16 query: its 64-blocks in f32 lanes, the rest in double.
-      dot_f16_vec_rows(k0 + kv.offset(p), kr.strides[0], qs, g_count, hd, e - p, dp);
+      dot_f16_vec_rows(k0 + kv.row(p) * kr.strides[0], kr.strides[0], qs, g_count, hd, e - p, dp);
       softmax_steps(g_count, dots, scale, e - p, ms, vs, st);
-      accumulate(g_count, ms, vs, e - p, v0 + kv.offset(p), vr.strides[0], hd, acc);
+      accumulate(g_count, ms, vs, e - p, v0 + kv.row(p) * vr.strides[0], vr.strides[0], hd, acc);
       p = e;
     }
     if (!split) {
@@ -201,9 +201,7 @@ void check_rows(const Tensor<"seq", "kvh", "grp", "hd">& q, std::span<const Atte
     FUCINA_CHECK(s.kv.blocks.empty() ? s.n_past + s.n <= kr.shape[0]
                                      : s.n_past + s.n <= static_cast<std::int64_t>(s.kv.blocks.size()) * s.kv.block_size,
                  InvalidArgument, "[flash_attention] {} past + {} new positions are not in the cache", s.n_past, s.n);
-    FUCINA_CHECK(kr.strides[2] == 1 && vr.strides[2] == 1 && kr.strides[0] == vr.strides[0] &&
-                     kr.strides[1] == vr.strides[1],
-                 UnsupportedView, "[flash_attention] keys and values need one layout with contiguous head rows");
+    FUCINA_ASSERT(kr.strides[2] == 1 && vr.strides[2] == 1);
   }
 }
 
@@ -279,8 +277,8 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_q8_0(Context& ctx, const Tenso
     quant::quantize_act_q8_0(qp + r * hd, q8.data(), hd);  // ggml's from_float for Q8_0's vec_dot_type
     SoftmaxState st;
     for (std::int64_t p = 0; p <= s.n_past + i; ++p) {
-      const std::int64_t row = s.kv.offset(p);
-      const float sc = quant::vec_dot_q8_0_q8_0(hd, k0 + row, q8.data()) * scale;
+      const std::int64_t row = s.kv.row(p);
+      const float sc = quant::vec_dot_q8_0_q8_0(hd, k0 + row * kr.strides[0], q8.data()) * scale;
       float ms = 1.f, vs = 1.f;
       if (sc > st.max) {
         ms = std::exp(st.max - sc);
@@ -289,7 +287,7 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_q8_0(Context& ctx, const Tenso
       } else {
         vs = std::exp(sc - st.max);
       }
-      quant::dequantize_row_q8_0(reinterpret_cast<const BlockQ8_0*>(v0 + row), v.data(), hd);
+      quant::dequantize_row_q8_0(reinterpret_cast<const BlockQ8_0*>(v0 + row * vr.strides[0]), v.data(), hd);
       for (std::int64_t d = 0; d < hd; ++d) acc[d] = std::fma(v[d], vs, acc[d]);  // ggml_vec_mad_f32
       st.sum = std::fma(st.sum, ms, vs);
     }

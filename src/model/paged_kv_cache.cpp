@@ -16,8 +16,8 @@ PagedKvCache::PagedKvCache(Context& ctx, const ModelConfig& c, std::int64_t n_to
   const std::int64_t n_blocks = (n_tokens + block_size - 1) / block_size;
   KvCache::check_fits(c, n_blocks * block_size, type);
   for (std::int64_t l = 0; l < c.n_layer; ++l) {
-    k_.push_back(KvCache::allocate(ctx, c, n_blocks, block_size, type));
-    v_.push_back(KvCache::allocate(ctx, c, n_blocks, block_size, type));
+    k_.push_back(KvCache::allocate(ctx, c, n_blocks * block_size, type, KvLayout::position_major));
+    v_.push_back(KvCache::allocate(ctx, c, n_blocks * block_size, type, KvLayout::position_major));
   }
   refs_.assign(static_cast<std::size_t>(n_blocks), 0);
   for (std::int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<std::int32_t>(b));  // block 0 first
@@ -118,7 +118,7 @@ void PagedKvCache::reserve(SeqId seq, std::int64_t n) {
 
 RawTensor PagedKvCache::rows(const RawTensor& pool, std::int32_t block, std::int64_t row, std::int64_t n) const {
   RawTensor view = pool;
-  view.offset += block * pool.shape[1] * pool.strides[1] + row * pool.strides[0];
+  view.offset += (block * block_size_ + row) * view.strides[0];
   view.shape[0] = n;
   return view;
 }
@@ -143,20 +143,14 @@ void PagedKvCache::store(Context& ctx, std::int64_t layer, SeqId seq, const Rows
 
 RawTensor PagedKvCache::gather(Context& ctx, const RawTensor& pool, const Sequence& s, std::int64_t n) const {
   FUCINA_ASSERT(n <= static_cast<std::int64_t>(s.blocks.size()) * block_size_);
-  const std::int64_t kvh = pool.shape[1], units = pool.shape[2];
-  const auto unit = static_cast<std::int64_t>(dtype_size(pool.dtype));
-  // Head-major as the pool (Note [Head-major KV]): each block adds one run of rows per head.
-  RawTensor out = ctx.empty(pool.dtype, 3, Dims{kvh, n, units});
-  out.shape = Dims{n, kvh, units};
-  out.strides = Dims{units, n * units, 1};
-  std::byte* const dst = out.buf.bytes();
-  const std::byte* const base = pool.buf.bytes();
+  RawTensor out = ctx.empty(pool.dtype, 3, Dims{n, pool.shape[1], pool.shape[2]});
+  const std::size_t row_bytes = static_cast<std::size_t>(pool.strides[0]) * dtype_size(pool.dtype);
+  std::byte* dst = out.buf.bytes();
   for (std::int64_t p = 0; p < n; p += block_size_) {
     const std::int64_t m = std::min(block_size_, n - p);
     const RawTensor src = rows(pool, s.blocks[static_cast<std::size_t>(p / block_size_)], 0, m);
-    for (std::int64_t h = 0; h < kvh; ++h)
-      std::memcpy(dst + (h * out.strides[1] + p * units) * unit, base + (src.offset + h * src.strides[1]) * unit,
-                  static_cast<std::size_t>(m * units * unit));
+    const std::byte* from = src.buf.bytes() + static_cast<std::size_t>(src.offset) * dtype_size(pool.dtype);
+    std::memcpy(dst + static_cast<std::size_t>(p) * row_bytes, from, static_cast<std::size_t>(m) * row_bytes);
   }
   return out;
 }

@@ -256,34 +256,25 @@ TEST(FlashAttention, PagedViewsAndOneBatchedPassEqualContiguousCalls) {
       vs.push_back(Tensor<"kseq", "kvh", "hd">::randn(ctx, {n_kv[s], kvh, hd}, 60 + s + hd).to<DType::f16>(ctx));
       want.push_back(flash_attention_f16(ctx, qs[s], ks[s], vs[s], n_kv[s] - n_new[s], scale, chunk[s]).to_vector());
     }
-    // One pool of blocks, head-major within each as a PagedKvCache's (Note [Head-major KV]);
-    // sequence s's block b sits at pool block table[s][b] (reversed, interleaved).
+    // One pool of blocks; sequence s's block b sits at pool block table[s][b] (reversed, interleaved).
     const std::int64_t n_blocks = (n_kv[0] + block - 1) / block + (n_kv[1] + block - 1) / block;
-    auto kpool = TensorT<DType::f16, "blk", "kvh", "kseq", "hd">::zeros(ctx, {n_blocks, kvh, block, hd});
-    auto vpool = TensorT<DType::f16, "blk", "kvh", "kseq", "hd">::zeros(ctx, {n_blocks, kvh, block, hd});
+    auto kpool = TensorT<DType::f16, "kseq", "kvh", "hd">::zeros(ctx, {n_blocks * block, kvh, hd});
+    auto vpool = TensorT<DType::f16, "kseq", "kvh", "hd">::zeros(ctx, {n_blocks * block, kvh, hd});
     std::vector<std::int32_t> table[2];
     const auto full = [&](int s) { return static_cast<std::int64_t>(table[s].size()) * block >= n_kv[s]; };
     for (std::int32_t b = static_cast<std::int32_t>(n_blocks) - 1, s = 0; b >= 0; --b, s = 1 - s)
       table[full(s) ? 1 - s : s].push_back(b);
+    const std::int64_t row = kvh * hd;
     for (int s = 0; s < 2; ++s)
-      for (std::int64_t p = 0; p < n_kv[s]; ++p)
-        for (std::int64_t h = 0; h < kvh; ++h) {
-          const std::int64_t dst = ((table[s][static_cast<std::size_t>(p / block)] * kvh + h) * block + p % block) * hd;
-          std::copy_n(ks[s].raw().data<Half>() + (p * kvh + h) * hd, hd, kpool.raw().data<Half>() + dst);
-          std::copy_n(vs[s].raw().data<Half>() + (p * kvh + h) * hd, hd, vpool.raw().data<Half>() + dst);
-        }
-    const auto block0 = [&](RawTensor t) {  // the [block, kvh, hd] view of block 0
-      t.rank = 3;
-      t.shape = Dims{block, kvh, hd};
-      t.strides = Dims{hd, block * hd, 1};
-      return t;
-    };
+      for (std::int64_t p = 0; p < n_kv[s]; ++p) {
+        const std::int64_t dst = table[s][static_cast<std::size_t>(p / block)] * block + p % block;
+        std::copy_n(ks[s].raw().data<Half>() + p * row, row, kpool.raw().data<Half>() + dst * row);
+        std::copy_n(vs[s].raw().data<Half>() + p * row, row, vpool.raw().data<Half>() + dst * row);
+      }
     auto q = concat<"seq">(ctx, qs[0], qs[1]);
     const AttentionRows rows[2] = {
-        {.r0 = 0, .n = 1, .n_past = n_kv[0] - 1, .kv_chunk = chunk[0],
-         .kv = {block0(kpool.raw()), block0(vpool.raw()), table[0], block}},
-        {.r0 = 1, .n = 3, .n_past = n_kv[1] - 3, .kv_chunk = 0,
-         .kv = {block0(kpool.raw()), block0(vpool.raw()), table[1], block}}};
+        {.r0 = 0, .n = 1, .n_past = n_kv[0] - 1, .kv_chunk = chunk[0], .kv = {kpool.raw(), vpool.raw(), table[0], block}},
+        {.r0 = 1, .n = 3, .n_past = n_kv[1] - 3, .kv_chunk = 0, .kv = {kpool.raw(), vpool.raw(), table[1], block}}};
     const auto got = flash_attention_f16(ctx, q, rows, scale).to_vector();
     const std::size_t first = want[0].size();
     ASSERT_EQ(got.size(), first + want[1].size());

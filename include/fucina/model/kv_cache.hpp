@@ -8,11 +8,14 @@
 // in an f16-typed buffer, 17 units per block, so views and strides work as for f16. Attention
 // over it is ggml's one-row path for quantized K/V at every batch size (flash_attention_q8_0).
 //
-// Note [Head-major KV]: each layer's K and V are stored head by head, [kvh][n_ctx][units]
-// (a paged cache: [n_blocks][kvh][block_size][units]), and handed out as [rows, kvh, units]
-// views whose strides say so. An attention task (one KV head) then reads its keys as one
-// contiguous run (a paged block: block_size rows) rather than 256-byte rows kvh rows apart,
-// which the L2 stream prefetcher follows poorly (docs/BENCHMARK.md, "Decode at depth").
+// Note [Head-major KV]: a solo cache stores each layer's K and V head by head,
+// [kvh][n_ctx][units], and hands them out as [rows, kvh, units] views whose strides say so
+// (every reader goes through strides). An attention task (one KV head) then reads its keys
+// as one contiguous run rather than 256-byte rows kvh rows apart, which the hardware
+// prefetchers follow poorly from DRAM (docs/BENCHMARK.md, "Head-major KV").
+// A paged cache stays position-major (Note [Paged KV cache]): head-major within blocks of
+// 32 positions (8 KiB runs per head) measured ~10% slower at 8 streams of 128-192
+// positions; only 256-position blocks matched position-major, too coarse for prefix sharing.
 //
 // Note [KV cache protocol]: a forward pass of n tokens stores each layer's K/V at rows
 // [size(), size() + n) with store(), reads rows [0, size() + n) with keys()/values(),
@@ -32,29 +35,25 @@ namespace fucina::model {
 
 // The element type of a KV cache.
 enum class KvType : std::uint8_t { f32, f16, q8_0 };
+// How a layer's K/V buffer is ordered (Note [Head-major KV]).
+enum class KvLayout : std::uint8_t { position_major, head_major };
 // "f32", "f16", "q8_0"; nullopt for any other name.
 std::optional<KvType> kv_type_from_name(std::string_view name);
 std::string_view kv_type_name(KvType type);
 
 // Where one layer's cached keys and values of one sequence live, read in place by the
-// attention kernels (Note [Head-major KV]): `keys` / `values` are [rows, kvh, units] views in
-// the cache's type, and position p of KV head h starts offset(p) + h * strides[1] units in.
-// A solo cache is one block (no table): position p is row p. A paged cache maps positions
-// through its block table (Note [Paged KV cache]): the views are of block 0, and block b
-// starts b * block_stride() units further.
+// attention kernels: position p is row row(p) of `keys` / `values` ([rows, kvh, hd], the
+// cache's type, read through their strides). A solo cache is one block (no table); a paged cache maps positions through
+// its block table (Note [Paged KV cache]).
 struct KvView {
   RawTensor keys, values;
   std::span<const std::int32_t> blocks{};  // empty: position p is row p
   std::int64_t block_size = 0;
   KvType type = KvType::f16;
-  // A block holds block_size rows of every KV head (keys and values share their strides).
-  std::int64_t block_stride() const { return keys.shape[1] * keys.strides[1]; }
-  // Units from the view's start to position p's row of KV head 0.
-  std::int64_t offset(std::int64_t p) const {
-    return blocks.empty() ? p * keys.strides[0]
-                          : blocks[static_cast<std::size_t>(p / block_size)] * block_stride() + p % block_size * keys.strides[0];
+  std::int64_t row(std::int64_t p) const {
+    return blocks.empty() ? p : blocks[static_cast<std::size_t>(p / block_size)] * block_size + p % block_size;
   }
-  // The end of the run of positions from p whose rows are keys.strides[0] apart (p's block).
+  // The end of the run of positions from p that are consecutive rows (p's block).
   std::int64_t run_end(std::int64_t p, std::int64_t end) const {
     return blocks.empty() ? end : std::min(end, (p / block_size + 1) * block_size);
   }
@@ -88,12 +87,10 @@ class KvCache {
 
   // Throws InvalidArgument when K/V for n_positions do not fit in this machine's memory.
   static void check_fits(const ModelConfig& config, std::int64_t n_positions, KvType type);
-  // The buffer of one layer's K or V: n_blocks blocks of block_rows rows, head-major within
-  // each (Note [Head-major KV]), as the [block_rows, kvh, units] view of block 0 (Note [q8_0
-  // KV cache] for units); throws Unsupported for a q8_0 cache of a head size that is not a
-  // multiple of 32.
-  static RawTensor allocate(Context& ctx, const ModelConfig& config, std::int64_t n_blocks, std::int64_t block_rows,
-                            KvType type);
+  // The buffer of one layer's K or V as an [n_rows, kvh, units] view (Note [q8_0 KV cache]),
+  // stored in `layout` (Note [Head-major KV]); throws Unsupported for a q8_0 cache of a head
+  // size that is not a multiple of 32.
+  static RawTensor allocate(Context& ctx, const ModelConfig& config, std::int64_t n_rows, KvType type, KvLayout layout);
   // Writes rows (f32 or f32-convertible, [n, kvh, hd]) into dst ([n, kvh, units] of `type`,
   // any strides).
   static void write_rows(Context& ctx, const Rows& rows, RawTensor& dst, KvType type);
@@ -104,7 +101,7 @@ class KvCache {
   std::int64_t n_ctx_ = 0;
   std::int64_t size_ = 0;
   KvType type_ = KvType::f16;
-  std::vector<RawTensor> k_, v_;  // per layer, [n_ctx, kvh, units] over [kvh][n_ctx][units]
+  std::vector<RawTensor> k_, v_;  // per layer, [n_ctx, kvh, units] views of [kvh][n_ctx][units]
 };
 
 }  // namespace fucina::model
