@@ -12,7 +12,7 @@
 // [kvh][n_ctx][units], and hands them out as [rows, kvh, units] views whose strides say so
 // (every reader goes through strides). An attention task (one KV head) then reads its keys
 // as one contiguous run rather than 256-byte rows kvh rows apart, which the hardware
-// prefetchers follow poorly from DRAM (docs/BENCHMARK.md, "Head-major KV").
+// prefetchers follow poorly from DRAM (docs/BENCHMARK.md, issue 20: depth 4096 decode).
 // A paged cache stays position-major (Note [Paged KV cache]): head-major within blocks of
 // 32 positions (8 KiB runs per head) measured ~10% slower at 8 streams of 128-192
 // positions; only 256-position blocks matched position-major, too coarse for prefix sharing.

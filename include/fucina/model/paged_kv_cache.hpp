@@ -3,7 +3,8 @@
 // forward]): one budget of fixed-size blocks, each sequence a table of blocks.
 //
 // Note [Paged KV cache]: every layer holds K and V as [n_blocks · block_size, kvh, hd]
-// (f16 by default, f32, or q8_0: Note [q8_0 KV cache]). Position p of a sequence lives in row p % block_size of block
+// (f16 by default, f32, or q8_0: Note [q8_0 KV cache]), position-major (Note [Head-major
+// KV] says why not head-major). Position p of a sequence lives in row p % block_size of block
 // table[p / block_size]. Blocks are reference counted: fork(src, n) starts a sequence with
 // the first n positions of src, sharing src's full blocks without copying them; the rows of
 // a partly filled last block are copied into a block of its own, so a block is only ever
