@@ -37,11 +37,10 @@ std::string_view kv_type_name(KvType type) {
   return "?";
 }
 
-RawTensor KvCache::allocate(Context& ctx, const ModelConfig& c, std::int64_t n_rows, KvType type, KvLayout layout) {
+RawTensor KvCache::allocate(Context& ctx, const ModelConfig& c, std::int64_t n_rows, KvType type) {
   FUCINA_CHECK(type != KvType::q8_0 || c.head_dim % kQ8Block == 0, Unsupported,
                "[kv_cache] a q8_0 cache needs a head size that is a multiple of 32, got {}", c.head_dim);
   const std::int64_t kvh = c.n_head_kv, units = row_units(type, c.head_dim);
-  if (layout == KvLayout::position_major) return ctx.empty(storage_dtype(type), 3, Dims{n_rows, kvh, units});
   RawTensor t = ctx.empty(storage_dtype(type), 3, Dims{kvh, n_rows, units});
   t.shape = Dims{n_rows, kvh, units};
   t.strides = Dims{units, n_rows * units, 1};
@@ -76,8 +75,8 @@ KvCache::KvCache(Context& ctx, const ModelConfig& c, std::int64_t n_ctx, KvType 
   FUCINA_CHECK(n_ctx > 0, InvalidArgument, "[kv_cache] context length must be positive, got {}", n_ctx);
   check_fits(c, n_ctx, type);
   for (std::int64_t l = 0; l < c.n_layer; ++l) {
-    k_.push_back(allocate(ctx, c, n_ctx, type, KvLayout::head_major));
-    v_.push_back(allocate(ctx, c, n_ctx, type, KvLayout::head_major));
+    k_.push_back(allocate(ctx, c, n_ctx, type));
+    v_.push_back(allocate(ctx, c, n_ctx, type));
   }
 }
 

@@ -8,14 +8,16 @@
 // in an f16-typed buffer, 17 units per block, so views and strides work as for f16. Attention
 // over it is ggml's one-row path for quantized K/V at every batch size (flash_attention_q8_0).
 //
-// Note [Head-major KV]: a solo cache stores each layer's K and V head by head,
-// [kvh][n_ctx][units], and hands them out as [rows, kvh, units] views whose strides say so
-// (every reader goes through strides). An attention task (one KV head) then reads its keys
-// as one contiguous run rather than 256-byte rows kvh rows apart, which the hardware
-// prefetchers follow poorly from DRAM (docs/BENCHMARK.md, issue 20: depth 4096 decode).
-// A paged cache stays position-major (Note [Paged KV cache]): head-major within blocks of
-// 32 positions (8 KiB runs per head) measured ~10% slower at 8 streams of 128-192
-// positions; only 256-position blocks matched position-major, too coarse for prefix sharing.
+// Note [Head-major KV]: each layer's K and V are stored head by head, [kvh][rows][units]
+// (rows: a solo cache's n_ctx, a paged cache's n_blocks · block_size), and handed out as
+// [rows, kvh, units] views whose strides say so (every reader goes through strides). An
+// attention task (one KV head) then reads its keys as one contiguous run, a paged
+// sequence's consecutive blocks as one too, rather than 256-byte rows kvh rows apart, which
+// the hardware prefetchers follow poorly from DRAM: depth 4096 decode 27-29 -> 35-45 t/s
+// solo, 25 -> 34-35 t/s paged (docs/BENCHMARK.md, issue 20). Measured and not kept: head-major
+// inside each paged block ([n_blocks][kvh][block_size][units], 8 KiB runs per head, then a
+// jump): ~10% slower at 8 streams of 128-192 positions than position-major; only 256-position
+// blocks caught up.
 //
 // Note [KV cache protocol]: a forward pass of n tokens stores each layer's K/V at rows
 // [size(), size() + n) with store(), reads rows [0, size() + n) with keys()/values(),
@@ -35,8 +37,6 @@ namespace fucina::model {
 
 // The element type of a KV cache.
 enum class KvType : std::uint8_t { f32, f16, q8_0 };
-// How a layer's K/V buffer is ordered (Note [Head-major KV]).
-enum class KvLayout : std::uint8_t { position_major, head_major };
 // "f32", "f16", "q8_0"; nullopt for any other name.
 std::optional<KvType> kv_type_from_name(std::string_view name);
 std::string_view kv_type_name(KvType type);
@@ -87,10 +87,10 @@ class KvCache {
 
   // Throws InvalidArgument when K/V for n_positions do not fit in this machine's memory.
   static void check_fits(const ModelConfig& config, std::int64_t n_positions, KvType type);
-  // The buffer of one layer's K or V as an [n_rows, kvh, units] view (Note [q8_0 KV cache]),
-  // stored in `layout` (Note [Head-major KV]); throws Unsupported for a q8_0 cache of a head
-  // size that is not a multiple of 32.
-  static RawTensor allocate(Context& ctx, const ModelConfig& config, std::int64_t n_rows, KvType type, KvLayout layout);
+  // The buffer of one layer's K or V as an [n_rows, kvh, units] view of head-major storage
+  // (Note [Head-major KV], Note [q8_0 KV cache]); throws Unsupported for a q8_0 cache of a
+  // head size that is not a multiple of 32.
+  static RawTensor allocate(Context& ctx, const ModelConfig& config, std::int64_t n_rows, KvType type);
   // Writes rows (f32 or f32-convertible, [n, kvh, hd]) into dst ([n, kvh, units] of `type`,
   // any strides).
   static void write_rows(Context& ctx, const Rows& rows, RawTensor& dst, KvType type);
