@@ -40,7 +40,11 @@ std::string_view kv_type_name(KvType type) {
 RawTensor KvCache::allocate(Context& ctx, const ModelConfig& c, std::int64_t n_rows, KvType type) {
   FUCINA_CHECK(type != KvType::q8_0 || c.head_dim % kQ8Block == 0, Unsupported,
                "[kv_cache] a q8_0 cache needs a head size that is a multiple of 32, got {}", c.head_dim);
-  return ctx.empty(storage_dtype(type), 3, Dims{n_rows, c.n_head_kv, row_units(type, c.head_dim)});
+  const std::int64_t kvh = c.n_head_kv, units = row_units(type, c.head_dim);
+  RawTensor t = ctx.empty(storage_dtype(type), 3, Dims{kvh, n_rows, units});
+  t.shape = Dims{n_rows, kvh, units};
+  t.strides = Dims{units, n_rows * units, 1};
+  return t;
 }
 
 void KvCache::write_rows(Context& ctx, const Rows& rows, RawTensor& dst, KvType type) {

@@ -1,7 +1,6 @@
 #include "fucina/model/paged_kv_cache.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "fucina/core/raw/elementwise.hpp"
 
@@ -144,13 +143,12 @@ void PagedKvCache::store(Context& ctx, std::int64_t layer, SeqId seq, const Rows
 RawTensor PagedKvCache::gather(Context& ctx, const RawTensor& pool, const Sequence& s, std::int64_t n) const {
   FUCINA_ASSERT(n <= static_cast<std::int64_t>(s.blocks.size()) * block_size_);
   RawTensor out = ctx.empty(pool.dtype, 3, Dims{n, pool.shape[1], pool.shape[2]});
-  const std::size_t row_bytes = static_cast<std::size_t>(pool.strides[0]) * dtype_size(pool.dtype);
-  std::byte* dst = out.buf.bytes();
-  for (std::int64_t p = 0; p < n; p += block_size_) {
+  for (std::int64_t p = 0; p < n; p += block_size_) {  // the pool's layout read through its strides
     const std::int64_t m = std::min(block_size_, n - p);
-    const RawTensor src = rows(pool, s.blocks[static_cast<std::size_t>(p / block_size_)], 0, m);
-    const std::byte* from = src.buf.bytes() + static_cast<std::size_t>(src.offset) * dtype_size(pool.dtype);
-    std::memcpy(dst + static_cast<std::size_t>(p) * row_bytes, from, static_cast<std::size_t>(m) * row_bytes);
+    RawTensor dst = out;
+    dst.offset += p * out.strides[0];
+    dst.shape[0] = m;
+    raw::copy(ctx, rows(pool, s.blocks[static_cast<std::size_t>(p / block_size_)], 0, m), dst);
   }
   return out;
 }

@@ -18,7 +18,9 @@
 // gain), and a position-major walk (a split chunk's task taking every KV head per run, so a
 // thread reads whole cache rows front to back: 5% slower). What is left is the arithmetic,
 // per key and KV head 16 f16 widenings, 32 FMAs and 16 f16 round trips of the running
-// output (Note [f16 flash attention]), plus the wait for key rows that come from DRAM.
+// output (Note [f16 flash attention]), plus the wait for key rows that come from DRAM. The
+// caches are head-major (Note [Head-major KV]), so a task's keys are one contiguous run
+// (a paged sequence's: one per run of consecutive blocks) that the prefetcher follows.
 #include <span>
 
 #include "fucina/fucina.hpp"

@@ -8,6 +8,17 @@
 // in an f16-typed buffer, 17 units per block, so views and strides work as for f16. Attention
 // over it is ggml's one-row path for quantized K/V at every batch size (flash_attention_q8_0).
 //
+// Note [Head-major KV]: each layer's K and V are stored head by head, [kvh][rows][units]
+// (rows: a solo cache's n_ctx, a paged cache's n_blocks · block_size), and handed out as
+// [rows, kvh, units] views whose strides say so (every reader goes through strides). An
+// attention task (one KV head) then reads its keys as one contiguous run, a paged
+// sequence's consecutive blocks as one too, rather than 256-byte rows kvh rows apart, which
+// the hardware prefetchers follow poorly from DRAM: depth 4096 decode 27-29 -> 35-45 t/s
+// solo, 25 -> 34-35 t/s paged (docs/BENCHMARK.md, issue 20). Measured and not kept: head-major
+// inside each paged block ([n_blocks][kvh][block_size][units], 8 KiB runs per head, then a
+// jump): ~10% slower at 8 streams of 128-192 positions than position-major; only 256-position
+// blocks caught up.
+//
 // Note [KV cache protocol]: a forward pass of n tokens stores each layer's K/V at rows
 // [size(), size() + n) with store(), reads rows [0, size() + n) with keys()/values(),
 // and calls advance(n) once every layer is done. reserve(n) checks the context first, so
@@ -32,7 +43,7 @@ std::string_view kv_type_name(KvType type);
 
 // Where one layer's cached keys and values of one sequence live, read in place by the
 // attention kernels: position p is row row(p) of `keys` / `values` ([rows, kvh, hd], the
-// cache's type). A solo cache is one block (no table); a paged cache maps positions through
+// cache's type, read through their strides). A solo cache is one block (no table); a paged cache maps positions through
 // its block table (Note [Paged KV cache]).
 struct KvView {
   RawTensor keys, values;
@@ -76,10 +87,12 @@ class KvCache {
 
   // Throws InvalidArgument when K/V for n_positions do not fit in this machine's memory.
   static void check_fits(const ModelConfig& config, std::int64_t n_positions, KvType type);
-  // The [n_rows, kvh, units] buffer of one layer's K or V (Note [q8_0 KV cache]); throws
-  // Unsupported for a q8_0 cache of a head size that is not a multiple of 32.
+  // The buffer of one layer's K or V as an [n_rows, kvh, units] view of head-major storage
+  // (Note [Head-major KV], Note [q8_0 KV cache]); throws Unsupported for a q8_0 cache of a
+  // head size that is not a multiple of 32.
   static RawTensor allocate(Context& ctx, const ModelConfig& config, std::int64_t n_rows, KvType type);
-  // Writes rows (f32 or f32-convertible, [n, kvh, hd]) into dst ([n, kvh, units] of `type`).
+  // Writes rows (f32 or f32-convertible, [n, kvh, hd]) into dst ([n, kvh, units] of `type`,
+  // any strides).
   static void write_rows(Context& ctx, const Rows& rows, RawTensor& dst, KvType type);
 
  private:
@@ -88,7 +101,7 @@ class KvCache {
   std::int64_t n_ctx_ = 0;
   std::int64_t size_ = 0;
   KvType type_ = KvType::f16;
-  std::vector<RawTensor> k_, v_;  // [n_ctx, kvh, hd] per layer
+  std::vector<RawTensor> k_, v_;  // per layer, [n_ctx, kvh, units] views of [kvh][n_ctx][units]
 };
 
 }  // namespace fucina::model

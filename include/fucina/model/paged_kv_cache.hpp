@@ -2,9 +2,10 @@
 // A key/value cache shared by many sequences (batched decode, model.hpp Note [Batched
 // forward]): one budget of fixed-size blocks, each sequence a table of blocks.
 //
-// Note [Paged KV cache]: every layer holds K and V as [n_blocks · block_size, kvh, hd]
-// (f16 by default, f32, or q8_0: Note [q8_0 KV cache]). Position p of a sequence lives in row p % block_size of block
-// table[p / block_size]. Blocks are reference counted: fork(src, n) starts a sequence with
+// Note [Paged KV cache]: every layer holds K and V as [n_blocks · block_size, kvh, hd] views
+// (f16 by default, f32, or q8_0: Note [q8_0 KV cache]) of head-major storage (Note
+// [Head-major KV]: one head's rows of consecutive blocks are contiguous). Position p of a
+// sequence lives in row p % block_size of block table[p / block_size]. Blocks are reference counted: fork(src, n) starts a sequence with
 // the first n positions of src, sharing src's full blocks without copying them; the rows of
 // a partly filled last block are copied into a block of its own, so a block is only ever
 // written by its one owner. close() hands back the blocks no other sequence holds. A
@@ -87,7 +88,7 @@ class PagedKvCache {
 
   std::int64_t n_ctx_, block_size_;
   KvType type_;
-  std::vector<RawTensor> k_, v_;  // [n_blocks · block_size, kvh, hd] per layer
+  std::vector<RawTensor> k_, v_;  // [n_blocks · block_size, kvh, hd] views per layer, head-major
   std::vector<std::int32_t> refs_;  // per block: how many sequences hold it
   std::vector<std::int32_t> free_;  // blocks nobody holds
   std::vector<Sequence> seqs_;      // indexed by SeqId; closed ids are reused

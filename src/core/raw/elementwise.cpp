@@ -303,11 +303,17 @@ void copy(Context& ctx, const RawTensor& src, RawTensor& dst) {
     });
     return;
   }
-  if (l.rank == 1 && sd == 1 && ss == 1 && src.dtype == DType::f32 && dst.dtype == DType::f16) {
-    // One contiguous run (a KV-cache store): vectorized and split over the pool.
+  if (sd == 1 && ss == 1 && src.dtype == DType::f32 && dst.dtype == DType::f16) {
+    // A KV-cache store: vectorized runs, split over the pool. One contiguous run (a
+    // position-major cache) or one per head row (kv_cache.hpp Note [Head-major KV]).
     const auto* s = reinterpret_cast<const float*>(sbase);
     auto* d = reinterpret_cast<Half*>(dbase);
-    ctx.pool().parallel_range(l.shape[0], 1 << 15, [&](std::int64_t b, std::int64_t e) { f32_to_f16_run(s + b, d + b, e - b); });
+    if (l.rank == 1)
+      ctx.pool().parallel_range(l.shape[0], 1 << 15, [&](std::int64_t b, std::int64_t e) { f32_to_f16_run(s + b, d + b, e - b); });
+    else
+      for_each_row(&ctx.pool(), l, [&](const std::array<std::int64_t, 2>& off, std::int64_t len) {
+        f32_to_f16_run(s + off[1], d + off[0], len);
+      });
     return;
   }
   visit_dtype(src.dtype, [&](auto s_tag) {
