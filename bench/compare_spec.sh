@@ -21,6 +21,10 @@
 #   free      S              temperature 1, seed 42: text that does not repeat
 #   passage   P P[:~1/8]     with --passage FILE (a trained model; its first ~800 bytes, cut
 #                            after a sentence): greedy, the passage given again from its start
+# Each task generates -n tokens or fewer: prompt + n + draft-max + 1 must fit the model's
+# context, since llama-lookup does not stop at the context's end (its decodes fail there and
+# it goes on counting tokens and drafts, fast and wrong); the table gives each task's n, and
+# a llama-lookup run that still logs a failed decode is flagged.
 # The load average (uptime) is printed before and after: on a shared machine it is part of
 # the result.
 # Needs llama-lookup (LLAMA_LOOKUP=, default the peer build) and the fucina CLI (FUCINA=).
@@ -39,7 +43,7 @@ while (($#)); do
     --rounds) rounds=$2; shift 2 ;;
     --draft-max) draft_max=$2; shift 2 ;;
     --passage) passage=$2; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     -*) echo "compare_spec.sh: unknown option $1" >&2; exit 2 ;;
     *) model=$1; shift ;;
   esac
@@ -75,6 +79,17 @@ EOF
   tasks+=" passage"
 fi
 
+# task -> tokens to generate: -n, or fewer where the prompt and the drafts would overrun the context
+declare -A task_n
+for task in $tasks; do
+  head=$("$FUCINA" run "$model" -f "$out/$task.txt" -n 1 --temp 0 --spec off -t "$threads" 2>&1 >/dev/null)
+  ctx=$(sed -nE 's/.*, ctx ([0-9]+),.*/\1/p' <<<"$head")
+  prompt=$(sed -nE 's/.*prompt ([0-9]+) tokens.*/\1/p' <<<"$head")
+  task_n[$task]=$(( n < ctx - prompt - draft_max - 1 ? n : ctx - prompt - draft_max - 1 ))
+  ((task_n[$task] > 0)) || { echo "compare_spec.sh: $task's prompt ($prompt tokens) leaves no room in the context ($ctx)" >&2; exit 2; }
+  echo "$task: prompt $prompt tokens, context $ctx: -n ${task_n[$task]}"
+done
+
 echo "load before: $(uptime)"  # the machine may be shared: the load is part of the result
 # task -> sampling flags (the same for both engines)
 declare -A sampling=([copy]="--temp 0" [continue]="--temp 0" [passage]="--temp 0"
@@ -84,20 +99,24 @@ for ((r = 0; r < rounds; ++r)); do
     for spec in off lookup; do
       echo "== round $((r + 1))/$rounds $task fucina --spec $spec" >&2
       # shellcheck disable=SC2086
-      "$FUCINA" run "$model" -f "$out/$task.txt" -n "$n" ${sampling[$task]} --spec "$spec" --draft-max "$draft_max" \
+      "$FUCINA" run "$model" -f "$out/$task.txt" -n "${task_n[$task]}" ${sampling[$task]} --spec "$spec" --draft-max "$draft_max" \
         -t "$threads" --ignore-eos >"$out/f.$task.$spec.$r.out" 2>"$out/f.$task.$spec.$r.err"
     done
     echo "== round $((r + 1))/$rounds $task llama-lookup" >&2
     # shellcheck disable=SC2086
-    "$LLAMA_LOOKUP" -m "$model" -f "$out/$task.txt" -n "$n" ${sampling[$task]} --spec-draft-n-max "$draft_max" \
+    "$LLAMA_LOOKUP" -m "$model" -f "$out/$task.txt" -n "${task_n[$task]}" ${sampling[$task]} --spec-draft-n-max "$draft_max" \
       -t "$threads" --ignore-eos >"$out/l.$task.$r.out" 2>"$out/l.$task.$r.err" </dev/null
   done
 done
 
 echo "load after:  $(uptime)"
-"$PY" - "$out" "$rounds" $tasks <<'EOF'
+task_args=()
+for task in $tasks; do task_args+=("$task:${task_n[$task]}"); done
+"$PY" - "$out" "$rounds" "${task_args[@]}" <<'EOF'
 import re, statistics, sys
-d, rounds, tasks = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+d, rounds = sys.argv[1], int(sys.argv[2])
+tasks = [a.split(":")[0] for a in sys.argv[3:]]
+task_n = dict(a.split(":") for a in sys.argv[3:])
 def fucina(task, spec, r):
     t = open(f"{d}/f.{task}.{spec}.{r}.err").read()
     tps = float(re.search(r"generated \d+ tokens in [\d.]+ ms \(([\d.]+) tok/s\)", t).group(1))
@@ -111,9 +130,12 @@ def lookup(task, r):
         open(keep, "w").write(t)
         print(f"llama-lookup {task} round {r + 1}: no speed line (log: {keep})")
         return None
+    if "failed to decode" in t:  # ran past the context: its speed and counts are not a run's
+        print(f"llama-lookup {task} round {r + 1}: failed decodes (context overrun), round left out")
+        return None
     return float(m.group(1)), (re.search(r"n_accept\s+=\s+(\d+)", t).group(1), re.search(r"n_drafted\s+=\s+(\d+)", t).group(1))
-print("| task | fucina plain t/s | fucina spec t/s | spec/plain | accepted/drafted | llama-lookup t/s | accepted/drafted | fucina spec/llama-lookup |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| task | n | fucina plain t/s | fucina spec t/s | spec/plain | accepted/drafted | llama-lookup t/s | accepted/drafted | fucina spec/llama-lookup |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for task in tasks:
     plain = statistics.mean(fucina(task, "off", r)[0] for r in range(rounds))
     spec = statistics.mean(fucina(task, "lookup", r)[0] for r in range(rounds))
@@ -121,7 +143,7 @@ for task in tasks:
     runs = [x for x in (lookup(task, r) for r in range(rounds)) if x]
     ll = statistics.mean(x[0] for x in runs) if runs else float("nan")
     lacc = runs[0][1] if runs else ("-", "-")
-    print(f"| {task} | {plain:.2f} | {spec:.2f} | {spec / plain:.2f}x | {acc[0]}/{acc[1]} | {ll:.2f} | {lacc[0]}/{lacc[1]} | {spec / ll:.2f}x |")
+    print(f"| {task} | {task_n[task]} | {plain:.2f} | {spec:.2f} | {spec / plain:.2f}x | {acc[0]}/{acc[1]} | {ll:.2f} | {lacc[0]}/{lacc[1]} | {spec / ll:.2f}x |")
 same = all(open(f"{d}/f.{t}.off.{r}.out", "rb").read() == open(f"{d}/f.{t}.lookup.{r}.out", "rb").read()
            for t in tasks for r in range(rounds))
 print(f"\nfucina --spec lookup output identical to --spec off on every task and round: {same}")

@@ -134,6 +134,34 @@ TEST(DraftLength, AStepCostIsFittedBesideTheRowCost) {
   EXPECT_EQ(fitted.next(), 16);
 }
 
+// Note [Draft length]: a forward slowed by a preempted thread counts as at most twice what
+// the averages predict, so one such sample moves c by a tenth of that at most.
+TEST(DraftLength, APreemptedForwardMovesTheRowCostALittle) {
+  DraftLength len({.draft_max = 16, .draft_min = 1});
+  const auto forward = [](double rows) { return (1 + 0.46 * (rows - 1)) * 1e-3; };  // c = 0.46, c0 = 0
+  for (int i = 0; i < 40; ++i) len.timed(1, 1, forward(1)), len.timed(1, 17, forward(17)), len.record(10, 9);
+  ASSERT_NEAR(len.row_cost(), 0.46, 0.01);
+  len.timed(1, 17, 5 * forward(17));  // preempted: 5 times its time
+  EXPECT_LT(len.row_cost(), 0.52) << "whole, the sample would fit c = 0.66";
+  len.timed(1, 1, 19 * forward(1));  // a preempted plain step (19x seen), then drafts only
+  for (int i = 0; i < 5; ++i) len.timed(1, 17, forward(17));
+  EXPECT_GT(len.row_cost(), 0.40) << "whole, the plain step would make the rows look cheap (c = 0.32)";
+}
+
+// Note [Draft length]: forwards timed on a loaded machine (the plain step at 1068 us, then
+// drafts of 10, 7 and 11 rows at 8384, 2717 and 8803 us: two of them slowed) once fitted a
+// slope of c = 0.87 through draft lengths 3 rows apart, and the gate stayed shut for ~70
+// tokens of a copy; lengths that close give the ratio per row instead.
+TEST(DraftLength, CloseDraftLengthsDoNotFitASlopeToNoise) {
+  DraftLength len({.draft_max = 16, .draft_min = 1});
+  for (int i = 0; i < 20; ++i) len.record(10, 8);  // a ~ 0.85
+  len.timed(1, 1, 1068e-6);
+  len.timed(1, 11, 8384e-6), len.timed(1, 8, 2717e-6), len.timed(1, 12, 8803e-6);
+  EXPECT_LT(len.row_cost(), 0.3);
+  EXPECT_EQ(len.step_cost(), 0.0);
+  EXPECT_GE(len.next(), 2) << "the gate stays open for drafts right 85% of the time";
+}
+
 TEST(DraftLength, BadLengthsAreClearErrors) {
   EXPECT_THROW(DraftLength({.draft_max = 4, .draft_min = 0}), Error);
   EXPECT_THROW(DraftLength({.draft_max = 2, .draft_min = 3}), Error);
