@@ -17,14 +17,14 @@
 // rows, fitted by least squares over running averages (in a batch, the plain forward has a
 // row per decoding sequence, and each sequence weighs its drafts by that shared cost); while
 // the draft lengths seen differ by less than about two rows (too little to fit a slope
-// through noisy times), c0 = 0 and c is the ratio per row. A forward counts as at most twice what the averages predict for it: on a shared
-// machine a preempted thread makes a forward take 6-19 times its time now and then, and one
-// such sample taken whole once fitted c = 0.9 on the default model, which shut the gate for
-// ~120 tokens of a copy (no verifying forward ran to correct it); a lasting slowdown still
-// moves the averages, doubling the prediction every few samples. c is kept within
-// [kMinRowCost, kMaxRowCost] (at the top the gate still opens for drafts that are nearly
-// always right), c0 within [0, kMaxStepCost]. k is the value in
-// [draft_min, draft_max] that maximises tokens per unit of time; when even that is below
+// through noisy times), c0 = 0 and c is the ratio per row. A forward counts as at most twice
+// what the averages predict for it: on a shared machine a preempted thread makes a forward
+// take 6-19 times its time now and then, and one such sample taken whole once fitted c = 0.9
+// on the default model, which shut the gate for ~120 tokens of a copy (no verifying forward
+// ran to correct it); a lasting slowdown still moves the averages, doubling the prediction
+// every few samples. c is kept within [kMinRowCost, kMaxRowCost] (at the top the gate still
+// opens for drafts that are nearly always right), c0 within [0, kMaxStepCost]. k is the
+// value in [draft_min, draft_max] that maximises tokens per unit of time; when even that is below
 // kPays (the cost gate), the step runs plain (k = 0), so text the drafts do not predict
 // costs only the lookups. a is a running average over the comparisons (drafted token vs
 // sampled token, up to the first miss); while the gate is shut the first drafted token is
