@@ -403,12 +403,50 @@ void matmul_f32(ThreadPool& pool, const float* x, std::int64_t n_rows, std::int6
   matmul_ggml(pool, x, n_rows, k, w, w_stride, n_out, y, order);
 }
 
+#if FUCINA_ARCH_AVX512
+namespace {
+// dot_f16_vec_rows's 16-row steps for a head of B 64-blocks (k = 64 B) and NX queries, the
+// queries held in registers: as memory operands of the FMAs they were loaded again for every
+// key row, and loads, one vector per cycle, bounded the scores (Note [Decode at depth]).
+// Each row's lanes are vec_order_lanes's: four chains over the blocks, (c0 + c2) + (c1 + c3).
+template <int B, int NX>
+std::int64_t vec_rows_held(const Half* w, std::int64_t w_stride, const float* const* x, std::int64_t n, float* const* out) {
+  __m512 xr[NX][B][4];
+  for (int q = 0; q < NX; ++q)
+    for (int b = 0; b < B; ++b)
+      for (int l = 0; l < 4; ++l) xr[q][b][l] = _mm512_loadu_ps(x[q] + 64 * b + 16 * l);
+  std::int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    __m512 v[NX][16];
+    for (int r = 0; r < 16; ++r) {
+      const Half* wr = w + (j + r) * w_stride;
+      __m512 a[NX][4];
+      for (int q = 0; q < NX; ++q)
+        for (int l = 0; l < 4; ++l) a[q][l] = _mm512_setzero_ps();
+      for (int b = 0; b < B; ++b)
+        for (int l = 0; l < 4; ++l) {
+          const __m512 wl = load16(wr + 64 * b + 16 * l);
+          for (int q = 0; q < NX; ++q) a[q][l] = _mm512_fmadd_ps(wl, xr[q][b][l], a[q][l]);
+        }
+      for (int q = 0; q < NX; ++q) v[q][r] = _mm512_add_ps(_mm512_add_ps(a[q][0], a[q][2]), _mm512_add_ps(a[q][1], a[q][3]));
+    }
+    for (int q = 0; q < NX; ++q) fold16x16(v[q], out[q] + j);
+  }
+  return j;
+}
+}  // namespace
+#endif
+
 void dot_f16_vec_rows(const Half* w, std::int64_t w_stride, const float* const* x, int n_x, std::int64_t k, std::int64_t n,
                       float* const* out) {
   FUCINA_ASSERT(n_x >= 1 && n_x <= kMaxVecRowQueries);
   std::int64_t j = 0;
 #if FUCINA_ARCH_AVX512
-  if (k % 64 == 0) {  // no double tail: the folded f32 sum is the result
+  if (k == 64 || k == 128) {
+    const bool two = n_x == 2;
+    j = k == 64 ? (two ? vec_rows_held<1, 2>(w, w_stride, x, n, out) : vec_rows_held<1, 1>(w, w_stride, x, n, out))
+                : (two ? vec_rows_held<2, 2>(w, w_stride, x, n, out) : vec_rows_held<2, 1>(w, w_stride, x, n, out));
+  } else if (k % 64 == 0) {  // no double tail: the folded f32 sum is the result
     for (; j + 16 <= n; j += 16) {
       __m512 v[kMaxVecRowQueries][16];
       if (n_x == 2)  // each key row widened once for both queries

@@ -88,7 +88,7 @@ TEST(Bf16Dot, SimdMatchesScalarTwinAndMatmulRows) {
 // The batched score dots fold 16 rows at a time, for one query or two at once; each must
 // keep dot_f16's bits.
 TEST(F16Dot, VecRowsMatchDotBitExact) {
-  for (std::int64_t k : {64, 128, 96}) {
+  for (std::int64_t k : {64, 128, 96, 256}) {
     const std::int64_t n = 37, stride = k + 8;
     const auto w = rand_half(static_cast<std::size_t>(n * stride), 31 + k);
     const auto x0 = rand_f16_exact(static_cast<std::size_t>(k), 32 + k), x1 = rand_f16_exact(static_cast<std::size_t>(k), 33 + k);
