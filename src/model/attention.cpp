@@ -117,9 +117,12 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
     PagedKvCache& cache = *batch.paged;
     const auto qc = contiguous(ctx, qg);
     const std::size_t n_seqs = batch.seq_starts.size() - 1;
-    // A decode step on an f16 cache stores in the attention pass (Note [Store in the attention pass]).
+    // A decode step (every sequence one new row) on an f16 cache stores in the attention pass
+    // (Note [Store in the attention pass]).
     const bool store_in_pass = cache.type() == KvType::f16 && one_row_path(c, KvType::f16, 1) &&
-                               c.group() <= kMaxVecRowQueries && h.size<"seq">() == static_cast<std::int64_t>(n_seqs);
+                               c.group() <= kMaxVecRowQueries &&
+                               std::adjacent_find(batch.seq_starts.begin(), batch.seq_starts.end(),
+                                                  [](auto a, auto b) { return b - a != 1; }) == batch.seq_starts.end();
     const auto kc = store_in_pass ? contiguous(ctx, k) : k;
     const auto vc = store_in_pass ? contiguous(ctx, v) : v;
     const std::int64_t kv_row = c.n_head_kv * c.head_dim;
