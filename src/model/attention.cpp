@@ -5,6 +5,7 @@
 #include <numeric>
 #include <vector>
 
+#include "fucina/model/f16_matmul.hpp"
 #include "fucina/model/flash_attention.hpp"
 #include "fucina/model/one_row.hpp"
 #include "fucina/model/prefill_attention.hpp"
@@ -115,11 +116,28 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
   if (batch.paged) {  // each sequence's rows over its own keys, as its solo run
     PagedKvCache& cache = *batch.paged;
     const auto qc = contiguous(ctx, qg);
+    const std::size_t n_seqs = batch.seq_starts.size() - 1;
+    // A decode step (every sequence one new row) on an f16 cache stores in the attention pass
+    // (Note [Store in the attention pass]).
+    const bool store_in_pass = cache.type() == KvType::f16 && one_row_path(c, KvType::f16, 1) &&
+                               c.group() <= kMaxVecRowQueries &&
+                               std::adjacent_find(batch.seq_starts.begin(), batch.seq_starts.end(),
+                                                  [](auto a, auto b) { return b - a != 1; }) == batch.seq_starts.end();
+    const auto kc = store_in_pass ? contiguous(ctx, k) : k;
+    const auto vc = store_in_pass ? contiguous(ctx, v) : v;
+    const std::int64_t kv_row = c.n_head_kv * c.head_dim;
     std::vector<AttentionRows> one_row;  // all of them in one pool pass, the cache read in place
     std::vector<std::size_t> tiled;
-    for (std::size_t s = 0; s + 1 < batch.seq_starts.size(); ++s) {
+    for (std::size_t s = 0; s < n_seqs; ++s) {
       const SeqId seq = batch.seq_ids[s];
       const std::int64_t r0 = batch.seq_starts[s], n = batch.seq_starts[s + 1] - r0, n_past = cache.size(seq);
+      if (store_in_pass) {
+        one_row.push_back({.r0 = r0, .n = 1, .n_past = n_past,
+                           .kv_chunk = split_decode_chunk(1, n_past + 1, cache.capacity(), ctx.threads()),
+                           .kv = cache.view(layer, seq), .new_k = kc.data().data() + r0 * kv_row,
+                           .new_v = vc.data().data() + r0 * kv_row});
+        continue;
+      }
       cache.store(ctx, layer, seq, narrow<"seq">(k, r0, n), narrow<"seq">(v, r0, n));
       const bool row_by_row = r0 < one_row_rows();  // Note [One-row arithmetic]: the leading chunks
       if (n > 1 && row_by_row && one_row_path(c, cache.type(), 1)) {

@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "fucina/core/raw/elementwise.hpp"
 #include "fucina/kernels/arch.hpp"
 #include "fucina/kernels/expf.hpp"
 #include "fucina/model/f16_matmul.hpp"
@@ -132,6 +133,24 @@ void accumulate(int g_count, const float (*ms)[kRun], const float (*vs)[kRun], s
   accumulate_scalar(g_count, ms, vs, n, v0, v_stride, hd, acc);
 }
 
+// Asks for the K and V rows of positions [p, e) of KV head h into the cache level `Level`
+// (__builtin_prefetch's locality: 3 = L1, 2 = L2).
+template <int Level>
+void prefetch_rows(const KvView& kv, std::int64_t h, std::int64_t p, std::int64_t e, std::int64_t hd) {
+  const RawTensor& kr = kv.keys;
+  const RawTensor& vr = kv.values;
+  const auto* k0 = reinterpret_cast<const char*>(kr.data<Half>() + h * kr.strides[1]);
+  const auto* v0 = reinterpret_cast<const char*>(vr.data<Half>() + h * vr.strides[1]);
+  const auto bytes = static_cast<std::int64_t>(hd * sizeof(Half));
+  for (; p < e; ++p) {
+    const std::int64_t r = kv.row(p);
+    for (std::int64_t b = 0; b < bytes; b += 64) {
+      __builtin_prefetch(k0 + (r * kr.strides[0]) * static_cast<std::int64_t>(sizeof(Half)) + b, 0, Level);
+      __builtin_prefetch(v0 + (r * vr.strides[0]) * static_cast<std::int64_t>(sizeof(Half)) + b, 0, Level);
+    }
+  }
+}
+
 // One task: query rows qs[0..g_count) of KV head h over keys [0, n_seen) of kv, split in
 // chunks of `chunk` keys merged in f32 (Note [split decode]) when chunk < n_seen.
 void attend_rows(const KvView& kv, std::int64_t h, const float* const* qs, int g_count, std::int64_t hd,
@@ -151,8 +170,10 @@ void attend_rows(const KvView& kv, std::int64_t h, const float* const* qs, int g
     const std::int64_t b = std::min(a + chunk, n_seen);
     SoftmaxState st[kPair];
     for (int g = 0; g < g_count; ++g) std::fill_n(acc[g], hd, 0.f);
+    prefetch_rows<3>(kv, h, a, std::min(b, a + kRun), hd);
     for (std::int64_t p = a; p < b;) {
       const std::int64_t e = std::min(p + kRun, kv.run_end(p, b));
+      prefetch_rows<3>(kv, h, e, std::min(b, e + kRun), hd);
       float dots[kPair][kRun], ms[kPair][kRun], vs[kPair][kRun];
       float* dp[kPair] = {dots[0], dots[1]};
       // ggml_vec_dot_f16 on the f16 query: its 64-blocks in f32 lanes, the rest in double.
@@ -206,15 +227,25 @@ void check_rows(const Tensor<"seq", "kvh", "grp", "hd">& q, std::span<const Atte
 }
 
 // Runs task(s, i, h, g0, g_count) for every sequence s, its row i, KV head h and group of
-// up to `group` query rows from g0, over the pool.
-template <class Task>
+// up to `group` query rows from g0, over the pool. Before each task, ahead(s, i, h) is told
+// the task pool.size() places on: the one this thread is likely to claim next.
+template <class Task, class Ahead>
 void for_each_row_group(Context& ctx, std::span<const AttentionRows> seqs, std::int64_t kvh, std::int64_t grp,
-                        std::int64_t group, Task task) {
+                        std::int64_t group, Task task, Ahead ahead) {
   const std::int64_t groups = (grp + group - 1) / group;
   std::vector<std::int64_t> first{0};  // the tasks of sequence s start at first[s]
   for (const AttentionRows& s : seqs) first.push_back(first.back() + s.n * kvh * groups);
+  const auto seq_of = [&](std::int64_t t) {
+    return static_cast<std::size_t>(std::upper_bound(first.begin(), first.end(), t) - first.begin() - 1);
+  };
+  const std::int64_t next = ctx.pool().size();
   ctx.pool().parallel_for(first.back(), [&](std::int64_t t) {
-    const auto si = static_cast<std::size_t>(std::upper_bound(first.begin(), first.end(), t) - first.begin() - 1);
+    if (t + next < first.back()) {
+      const std::size_t si = seq_of(t + next);
+      const std::int64_t u = t + next - first[si];
+      ahead(seqs[si], u / (kvh * groups), (u / groups) % kvh);
+    }
+    const std::size_t si = seq_of(t);
     const std::int64_t u = t - first[si];
     const std::int64_t g0 = (u % groups) * group;
     task(seqs[si], u / (kvh * groups), (u / groups) % kvh, g0, static_cast<int>(std::min(group, grp - g0)));
@@ -228,12 +259,21 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor
   const auto q = contiguous(ctx, q_in);
   const std::int64_t kvh = q.size<"kvh">(), grp = q.size<"grp">(), hd = q.size<"hd">();
   check_rows(q, seqs, KvType::f16, hd);
+  for (const AttentionRows& s : seqs)
+    FUCINA_CHECK((s.new_k == nullptr && s.new_v == nullptr) || (s.new_k != nullptr && s.new_v != nullptr && s.n == 1 &&
+                                                                  grp <= kPair),
+                 InvalidArgument, "[flash_attention] new keys and values are stored by one task per KV head and row");
   auto out = Tensor<"seq", "kvh", "grp", "hd">::empty(ctx, q.sizes());
   const float* qp = q.data().data();
   float* op = out.mutable_data().data();
   for_each_row_group(ctx, seqs, kvh, grp, kPair, [&](const AttentionRows& s, std::int64_t i, std::int64_t h,
                                                      std::int64_t g0, int g_count) {
     const std::int64_t n_seen = s.n_past + i + 1;
+    if (s.new_k != nullptr) {  // Note [Store in the attention pass]
+      const std::int64_t row = s.kv.row(s.n_past);
+      raw::f32_to_f16_run(s.new_k + h * hd, s.kv.keys.data<Half>() + row * s.kv.keys.strides[0] + h * s.kv.keys.strides[1], hd);
+      raw::f32_to_f16_run(s.new_v + h * hd, s.kv.values.data<Half>() + row * s.kv.values.strides[0] + h * s.kv.values.strides[1], hd);
+    }
     thread_local std::vector<float> qh;
     qh.resize(static_cast<std::size_t>(kPair * hd));
     const float* qs[kPair];
@@ -247,6 +287,9 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor
     }
     const std::int64_t chunk = s.kv_chunk > 0 && s.n == 1 ? s.kv_chunk : n_seen;
     attend_rows(s.kv, h, qs, g_count, hd, n_seen, chunk, scale, o);
+  }, [&](const AttentionRows& s, std::int64_t i, std::int64_t h) {
+    // That task's first run into L2 (this task streams more than L1 holds before it starts).
+    prefetch_rows<2>(s.kv, h, 0, std::min(s.n_past + i + 1, kRun), hd);
   });
   return out;
 }
@@ -259,6 +302,8 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_q8_0(Context& ctx, const Tenso
   const std::int64_t kvh = q.size<"kvh">(), grp = q.size<"grp">(), hd = q.size<"hd">();
   FUCINA_CHECK(hd % kBlock == 0, Unsupported, "[flash_attention] a q8_0 cache needs a head size that is a multiple of 32");
   check_rows(q, seqs, KvType::q8_0, hd / kBlock * kUnits);
+  for (const AttentionRows& s : seqs)
+    FUCINA_CHECK(s.new_k == nullptr && s.new_v == nullptr, Unsupported, "[flash_attention] a q8_0 cache is stored before");
   auto out = Tensor<"seq", "kvh", "grp", "hd">::empty(ctx, q.sizes());
   const float* qp = q.data().data();
   float* op = out.mutable_data().data();
@@ -293,7 +338,7 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_q8_0(Context& ctx, const Tenso
     }
     const float inv = inverse(st.sum);
     for (std::int64_t d = 0; d < hd; ++d) op[r * hd + d] = acc[d] * inv;
-  });
+  }, [](const AttentionRows&, std::int64_t, std::int64_t) {});
   return out;
 }
 

@@ -13,9 +13,13 @@
 // the next (keys and values stream together, the output stays in L1; a run never crosses a
 // block of a paged cache). The cache is read in place through a KvView, so a paged cache's
 // blocks need no gathering, and one pool pass serves every sequence of a batch. A run's
-// softmax factors take one vectorized expf with libm's bits (Note [glibc expf]). Measured
-// and not kept (docs/BENCHMARK.md): software prefetch of the rows 1, 2 or 4 runs ahead (no
-// gain), and a position-major walk (a split chunk's task taking every KV head per run, so a
+// softmax factors take one vectorized expf with libm's bits (Note [glibc expf]). Each run
+// asks for the next run's K and V rows (software prefetch: a run of 16 head-major rows is
+// one 4 KiB page, which the hardware prefetcher does not cross), and each task for the first
+// run of the task its thread likely claims next; at 8 streams and 128-192 positions that
+// took the attention pass from 8.1-8.8 to 7.0-7.3 ms per step (position-major rows, 2 KiB
+// apart, had shown no gain from prefetch). Measured and not kept (docs/BENCHMARK.md): a
+// position-major walk (a split chunk's task taking every KV head per run, so a
 // thread reads whole cache rows front to back: 5% slower). What is left is the arithmetic,
 // per key and KV head 16 f16 widenings, 32 FMAs and 16 f16 round trips of the running
 // output (Note [f16 flash attention]), plus the wait for key rows that come from DRAM. The
@@ -39,9 +43,17 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor
 
 // Many sequences in one pass over the pool: rows [r0, r0 + n) of q are the new tokens of a
 // sequence whose f16 cache `kv` holds n_past positions before them (and theirs, stored).
+// Note [Store in the attention pass]: with new_k / new_v set, the one new token's keys and
+// values (n == 1, [kvh, hd] f32 each) are not stored yet: the task of each KV head writes
+// that head's row at n_past (f16, nearest even, as KvCache::write_rows) before reading it.
+// Every task reads only its own head, so nothing waits; a decode step's serial per-sequence
+// stores (~0.65 ms of an 8-stream Qwen3-0.6B step, most of it call overhead) go with it.
+// It needs one task per KV head: at most kMaxVecRowQueries query heads per KV head.
 struct AttentionRows {
   std::int64_t r0 = 0, n = 0, n_past = 0, kv_chunk = 0;
   KvView kv{};
+  const float* new_k = nullptr;
+  const float* new_v = nullptr;
 };
 Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q,
                                                       std::span<const AttentionRows> seqs, float scale);

@@ -18,8 +18,6 @@
 
 namespace fucina::raw {
 
-namespace {
-
 // f32 -> f16, nearest even (what store_from_float<Half> does one element at a time).
 void f32_to_f16_run(const float* s, Half* d, std::int64_t n) {
   std::int64_t i = 0;
@@ -30,6 +28,8 @@ void f32_to_f16_run(const float* s, Half* d, std::int64_t n) {
 #endif
   for (; i < n; ++i) d[i] = Half{float_to_half(s[i])};
 }
+
+namespace {
 
 // Each op is written once over V = float or an xsimd batch, so the scalar twin and the
 // SIMD arm share their formula (they differ only in libm vs xsimd polynomials).

@@ -26,6 +26,8 @@ void where(Context& ctx, const RawTensor& cond, const RawTensor& a, const RawTen
 // Element-wise copy with dtype conversion (f32/f16/bf16/i32); shapes must agree.
 void copy(Context& ctx, const RawTensor& src, RawTensor& dst);
 void fill(Context& ctx, RawTensor& dst, float value);
+// n f32 values to f16, nearest even: copy's conversion (a KV-cache store), one run.
+void f32_to_f16_run(const float* s, Half* d, std::int64_t n);
 
 // Scalar-only twins (the portable reference path), for parity tests of the SIMD arms.
 void unary_reference(UnaryOp op, const float* x, float* y, std::int64_t n, float p0 = 0.f, float p1 = 0.f);
