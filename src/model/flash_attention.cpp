@@ -22,6 +22,10 @@ namespace {
 
 inline float h2f(Half h) { return half_to_float(h.bits); }
 inline float round_half(float f) { return half_to_float(float_to_half(f)); }
+// Cache row r of KV head h in t ([rows, kvh, units] through its strides: Note [Head-major KV]).
+inline Half* head_row(const RawTensor& t, std::int64_t r, std::int64_t h) {
+  return t.data<Half>() + r * t.strides[0] + h * t.strides[1];
+}
 
 constexpr int kPair = kMaxVecRowQueries;  // query rows per task (they share a KV head)
 static_assert(kPair == 2);
@@ -137,16 +141,13 @@ void accumulate(int g_count, const float (*ms)[kRun], const float (*vs)[kRun], s
 // (__builtin_prefetch's locality: 3 = L1, 2 = L2).
 template <int Level>
 void prefetch_rows(const KvView& kv, std::int64_t h, std::int64_t p, std::int64_t e, std::int64_t hd) {
-  const RawTensor& kr = kv.keys;
-  const RawTensor& vr = kv.values;
-  const auto* k0 = reinterpret_cast<const char*>(kr.data<Half>() + h * kr.strides[1]);
-  const auto* v0 = reinterpret_cast<const char*>(vr.data<Half>() + h * vr.strides[1]);
   const auto bytes = static_cast<std::int64_t>(hd * sizeof(Half));
   for (; p < e; ++p) {
-    const std::int64_t r = kv.row(p);
+    const auto* k = reinterpret_cast<const char*>(head_row(kv.keys, kv.row(p), h));
+    const auto* v = reinterpret_cast<const char*>(head_row(kv.values, kv.row(p), h));
     for (std::int64_t b = 0; b < bytes; b += 64) {
-      __builtin_prefetch(k0 + (r * kr.strides[0]) * static_cast<std::int64_t>(sizeof(Half)) + b, 0, Level);
-      __builtin_prefetch(v0 + (r * vr.strides[0]) * static_cast<std::int64_t>(sizeof(Half)) + b, 0, Level);
+      __builtin_prefetch(k + b, 0, Level);
+      __builtin_prefetch(v + b, 0, Level);
     }
   }
 }
@@ -157,8 +158,8 @@ void attend_rows(const KvView& kv, std::int64_t h, const float* const* qs, int g
                  std::int64_t n_seen, std::int64_t chunk, float scale, float* const* out) {
   const RawTensor& kr = kv.keys;
   const RawTensor& vr = kv.values;
-  const Half* k0 = kr.data<Half>() + h * kr.strides[1];
-  const Half* v0 = vr.data<Half>() + h * vr.strides[1];
+  const Half* k0 = head_row(kr, 0, h);
+  const Half* v0 = head_row(vr, 0, h);
   thread_local std::vector<float> scratch;
   scratch.assign(static_cast<std::size_t>(2 * kPair * hd), 0.f);
   float* acc[kPair];
@@ -271,8 +272,8 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor
     const std::int64_t n_seen = s.n_past + i + 1;
     if (s.new_k != nullptr) {  // Note [Store in the attention pass]
       const std::int64_t row = s.kv.row(s.n_past);
-      raw::f32_to_f16_run(s.new_k + h * hd, s.kv.keys.data<Half>() + row * s.kv.keys.strides[0] + h * s.kv.keys.strides[1], hd);
-      raw::f32_to_f16_run(s.new_v + h * hd, s.kv.values.data<Half>() + row * s.kv.values.strides[0] + h * s.kv.values.strides[1], hd);
+      raw::f32_to_f16_run(s.new_k + h * hd, head_row(s.kv.keys, row, h), hd);
+      raw::f32_to_f16_run(s.new_v + h * hd, head_row(s.kv.values, row, h), hd);
     }
     thread_local std::vector<float> qh;
     qh.resize(static_cast<std::size_t>(kPair * hd));
@@ -311,8 +312,8 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_q8_0(Context& ctx, const Tenso
                                                  int) {
     const RawTensor& kr = s.kv.keys;
     const RawTensor& vr = s.kv.values;
-    const Half* k0 = kr.data<Half>() + h * kr.strides[1];
-    const Half* v0 = vr.data<Half>() + h * vr.strides[1];
+    const Half* k0 = head_row(kr, 0, h);
+    const Half* v0 = head_row(vr, 0, h);
     const std::int64_t r = ((s.r0 + i) * kvh + h) * grp + g;
     thread_local std::vector<BlockQ8_0> q8;
     thread_local std::vector<float> acc, v;

@@ -3,18 +3,19 @@
 // forward]): one budget of fixed-size blocks, each sequence a table of blocks.
 //
 // Note [Paged KV cache]: every layer holds K and V as [n_blocks · block_size, kvh, hd] views
-// (f16 by default, f32, or q8_0: Note [q8_0 KV cache]) of head-major storage (Note
-// [Head-major KV]: one head's rows of consecutive blocks are contiguous). Position p of a
-// sequence lives in row p % block_size of block table[p / block_size]. Blocks are reference counted: fork(src, n) starts a sequence with
-// the first n positions of src, sharing src's full blocks without copying them; the rows of
-// a partly filled last block are copied into a block of its own, so a block is only ever
-// written by its one owner. close() hands back the blocks no other sequence holds. A
-// sequence has a context limit n_ctx, as a solo KvCache's capacity (it also picks the
-// split of Note [split decode], so a batched row gets its solo run's arithmetic).
-// Decode rows (and chunks of < 64 rows) read the blocks in place through view() (a KvView:
-// the one-row kernel walks keys in runs that never cross a block, Note [Decode at depth]);
-// longer prompt chunks on the tiled kernel read the sequence's rows gathered into one
-// contiguous [n, kvh, hd] tensor by keys()/values(), a copy per layer that their n rows share.
+// (f16 by default, f32, or q8_0: Note [q8_0 KV cache]) of head-major storage
+// (Note [Head-major KV]: one head's rows of consecutive blocks are contiguous). Position p of
+// a sequence lives in row p % block_size of block table[p / block_size]. Blocks are reference
+// counted: fork(src, n) starts a sequence with the first n positions of src, sharing src's
+// full blocks without copying them; the rows of a partly filled last block are copied into a
+// block of its own, so a block is only ever written by its one owner. close() hands back the
+// blocks no other sequence holds. A sequence has a context limit n_ctx, as a solo KvCache's
+// capacity (it also picks the split of Note [split decode], so a batched row gets its solo
+// run's arithmetic). Decode rows (and chunks of < 64 rows) read the blocks in place through
+// view() (a KvView: the one-row kernel walks keys in runs that never cross a block,
+// Note [Decode at depth]); longer prompt chunks on the tiled kernel read the sequence's rows
+// gathered into one contiguous [n, kvh, hd] tensor by keys()/values(), a copy per layer that
+// their n rows share.
 //
 // The protocol per sequence is Note [KV cache protocol] in kv_cache.hpp: reserve(), then per
 // layer store() and keys()/values(), then advance() once every layer is done.
