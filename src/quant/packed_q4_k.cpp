@@ -140,21 +140,23 @@ void tile_q4_K(const std::byte* group, std::int64_t nsb, const BlockQ8_K* const*
       const __m512i sh = _mm512_cvtepu8_epi32(load128(rec + kScOff + 32 * j + 16));
       const std::byte* chunks = rec + kQsOff + 8 * j * 64;
       for (int c = 0; c < 8; ++c) prefetch(chunks + c * 64 + kPrefetch);
-      // One sub-block at a time (each chunk is read twice, the second time from L1): T dot
-      // chains, so 8 rows fit the registers and every chunk is unpacked once per tile.
-      for (int h = 0; h < 2; ++h) {
-        __m512i dot[T];
-        for (int i = 0; i < T; ++i) dot[i] = _mm512_setzero_si512();
+      // Both sub-blocks of the chunks at once: each chunk is loaded once, and the 2T dot chains
+      // are twice as many independent vpdpbusd chains for the multiply pipes (in-process A/B of
+      // the 8-row tile: 4% faster than one sub-block at a time, which needed half the registers).
+      __m512i dot_l[T], dot_h[T];
+      for (int i = 0; i < T; ++i) dot_l[i] = dot_h[i] = _mm512_setzero_si512();
 #pragma GCC unroll 8  // constant offsets from each row's pointer (otherwise reloaded from the stack)
-        for (int c = 0; c < 8; ++c) {
-          const __m512i x = _mm512_load_si512(chunks + c * 64);
-          const __m512i q = _mm512_and_si512(h == 0 ? x : _mm512_srli_epi16(x, 4), low);
-          for (int i = 0; i < T; ++i)
-            dot[i] = _mm512_dpbusd_epi32(dot[i], q, act_word(a[i][b].qs + 64 * j + 32 * h + 4 * c));
+      for (int c = 0; c < 8; ++c) {
+        const __m512i x = _mm512_load_si512(chunks + c * 64);
+        const __m512i ql = _mm512_and_si512(x, low), qh = _mm512_and_si512(_mm512_srli_epi16(x, 4), low);
+        for (int i = 0; i < T; ++i) {
+          const std::int8_t* q = a[i][b].qs + 64 * j + 4 * c;
+          dot_l[i] = _mm512_dpbusd_epi32(dot_l[i], ql, act_word(q));
+          dot_h[i] = _mm512_dpbusd_epi32(dot_h[i], qh, act_word(q + 32));
         }
-        const __m512i sc = h == 0 ? sl : sh;
-        for (int i = 0; i < T; ++i) isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(dot[i], sc));
       }
+      for (int i = 0; i < T; ++i)
+        isum[i] = _mm512_add_epi32(isum[i], _mm512_add_epi32(_mm512_mullo_epi32(dot_l[i], sl), _mm512_mullo_epi32(dot_h[i], sh)));
     }
     __m512i msum[T];
     for (int i = 0; i < T; ++i) msum[i] = _mm512_setzero_si512();
