@@ -195,6 +195,17 @@ constexpr int kTileRows = 4, kTileCols = 6;
 //     (c0 + c2) + (c1 + c3).
 // Then fold16 of each output's lanes.
 //
+// Loads bound the passes here (Zen 5 VM): 24 independent FMAs run at the FMA peak (12
+// cycles) beside 7-8 vector loads (512-bit x loads and f16 widening loads count alike),
+// take ~15 cycles beside 9-14 and ~20 beside 17-20. A 4 x 6 pass has 10 per 24 FMAs. At
+// k = 256 the vec order runs 75-85% of the tiled order's speed: its passes are 4 steps
+// long, and it adds a store and a load per output and chain for the chain sums (the four
+// chains summed into one set of sums, wrong bits, timing only: 17 rows 137 -> 163 GFLOP/s,
+// 9 rows 143 -> 153, 5 rows no change; tiled 165-180). 4 x 3 tiles running chains 0 + 2,
+// then 1 + 3, every sum in registers (14 loads per 24 FMAs): 0-8% slower at k = 256, 25%
+// at 17 x 256 x 768. Each chain's sums stored once explicitly (GCC moves them through the
+// stack several times between passes): no change.
+//
 // A few rows' weights come from DRAM with little compute to hide the latency (and six short
 // row streams the hardware prefetcher trains on poorly), so the first row tile of each
 // column tile prefetches the same places of the weight rows whole tiles ahead (at least
