@@ -15,6 +15,7 @@
 //   gemm/<type>          512 activation rows x a 1024 x 3072 weight (prefill), GFLOP/s;
 //                        the roofline is gemm/f32 (the f32 micro-kernel the decoded weights feed)
 //   attention/decode     flash attention of 1 query over 512 cached f16 positions, 16 heads x 128
+//   attention/step       a decode step's attention pass: 8 sequences x 8 KV heads x 2 rows, paged f16
 //   rmsnorm              [512, 1024] f32, GB/s (read + write)
 // Threads: the Context default (all cores). Run: build/release/bench/bench_inference.
 #include <benchmark/benchmark.h>
@@ -206,6 +207,48 @@ void bench_attention_decode(benchmark::State& state) {
                                                  benchmark::Counter::kIs1000);
 }
 
+// A decode step's attention pass as the model runs it (one pool pass, every sequence one new
+// row stored in the pass, paged caches of 32-position blocks): args seqs, head size, cached
+// positions, layers (each its own cache, walked in turn so that many layers' K/V leave the
+// cache as a step's do), threads. ns_per_pair: per (key, KV head) of a task's pair of rows.
+void bench_attention_step(benchmark::State& state) {
+  const std::int64_t seqs = state.range(0), hd = state.range(1), n_past = state.range(2), layers = state.range(3);
+  const std::int64_t kvh = 8, grp = 2, block = 32, blocks_per_seq = (n_past + block) / block;
+  static Context one({.threads = 1}), two({.threads = 2});
+  Context& c = state.range(4) == 1 ? one : two;
+  const std::int64_t rows = seqs * blocks_per_seq * block;
+  std::vector<RawTensor> k, v;
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(seqs * blocks_per_seq));
+  for (std::size_t b = 0; b < ids.size(); ++b) ids[b] = static_cast<std::int32_t>(b);
+  for (std::int64_t l = 0; l < 2 * layers; ++l) {
+    RawTensor t = c.empty(DType::f16, 3, Dims{kvh, rows, hd});
+    t.shape = Dims{rows, kvh, hd};
+    t.strides = Dims{hd, rows * hd, 1};
+    const auto x = noise(rows * kvh * hd, 10 + static_cast<std::uint64_t>(l));
+    for (std::size_t i = 0; i < x.size(); ++i) t.data<Half>()[i] = Half{float_to_half(x[i])};
+    (l % 2 == 0 ? k : v).push_back(t);
+  }
+  const auto q = Tensor<"seq", "kvh", "grp", "hd">::randn(c, {seqs, kvh, grp, hd}, 3);
+  const auto new_kv = noise(seqs * kvh * hd, 7);
+  std::vector<std::vector<model::AttentionRows>> rows_of(static_cast<std::size_t>(layers));
+  for (std::int64_t l = 0; l < layers; ++l)
+    for (std::int64_t s = 0; s < seqs; ++s)
+      rows_of[static_cast<std::size_t>(l)].push_back(
+          {.r0 = s, .n = 1, .n_past = n_past,
+           .kv = {k[static_cast<std::size_t>(l)], v[static_cast<std::size_t>(l)],
+                  std::span(ids).subspan(static_cast<std::size_t>(s * blocks_per_seq), static_cast<std::size_t>(blocks_per_seq)),
+                  block},
+           .new_k = new_kv.data() + s * kvh * hd, .new_v = new_kv.data() + s * kvh * hd});
+  for (auto _ : state)
+    for (const auto& r : rows_of) {
+      auto o = model::flash_attention_f16(c, q, r, 1.f / std::sqrt(float(hd)));
+      benchmark::DoNotOptimize(o.data().data());
+    }
+  const double pairs = static_cast<double>(layers * seqs * kvh * (n_past + 1));
+  state.counters["ns_per_pair"] = benchmark::Counter(
+      pairs * 1e-9, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
 void bench_rmsnorm(benchmark::State& state) {
   auto x = Tensor<"seq", "embd">::randn(ctx(), {512, 1024}, 6);
   for (auto _ : state) {
@@ -243,6 +286,17 @@ const int kRegistered = [] {
   benchmark::RegisterBenchmark("attention/decode", bench_attention_decode)
       ->Arg(512)
       ->Arg(4096)
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
+  // Qwen3-0.6B's 8-stream decode step (8 of its 28 layers) and the default model's
+  // verification rows (hd 64, one layer).
+  benchmark::RegisterBenchmark("attention/step", bench_attention_step)
+      ->ArgNames({"seqs", "hd", "past", "layers", "threads"})
+      ->Args({8, 128, 160, 8, 1})
+      ->Args({8, 128, 160, 8, 2})
+      ->Args({8, 128, 160, 1, 1})
+      ->Args({8, 128, 160, 1, 2})
+      ->Args({16, 64, 160, 1, 1})
       ->UseRealTime()
       ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("rmsnorm", bench_rmsnorm)->UseRealTime()->Unit(benchmark::kMicrosecond);
