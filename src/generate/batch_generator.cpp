@@ -51,7 +51,7 @@ BatchGenerator::BatchGenerator(const model::Model& model, const tokenizer::Token
         validate(options.speculative);
         const std::int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : model.config().n_ctx_train;
         const std::int64_t n_kv = options.n_kv > 0 ? options.n_kv : model::PagedKvCache::budget_for(options.n_parallel, n_ctx);
-        return model.new_paged_cache(ctx, n_kv, n_ctx, options.kv_type);
+        return model.new_paged_cache(n_kv, n_ctx, options.kv_type);
       }()) {}
 
 BatchGenerator::~BatchGenerator() = default;

@@ -20,6 +20,11 @@ DType storage_dtype(KvType t) { return t == KvType::f32 ? DType::f32 : DType::f1
 // Stored units per row of hd values.
 std::int64_t row_units(KvType t, std::int64_t hd) { return t == KvType::q8_0 ? hd / kQ8Block * kQ8Units : hd; }
 
+void check_layout(const ModelConfig& c, KvType type) {
+  FUCINA_CHECK(type != KvType::q8_0 || c.head_dim % kQ8Block == 0, Unsupported,
+               "[kv_cache] a q8_0 cache needs a head size that is a multiple of 32, got {}", c.head_dim);
+}
+
 }  // namespace
 
 std::optional<KvType> kv_type_from_name(std::string_view name) {
@@ -38,12 +43,28 @@ std::string_view kv_type_name(KvType type) {
 }
 
 RawTensor KvCache::allocate(Context& ctx, const ModelConfig& c, std::int64_t n_rows, KvType type) {
-  FUCINA_CHECK(type != KvType::q8_0 || c.head_dim % kQ8Block == 0, Unsupported,
-               "[kv_cache] a q8_0 cache needs a head size that is a multiple of 32, got {}", c.head_dim);
+  check_layout(c, type);
+  RawTensor t = ctx.empty(storage_dtype(type), 3, Dims{c.n_head_kv, n_rows, row_units(type, c.head_dim)});
+  return layer_view(std::move(t.buf), 0, c, n_rows, type);
+}
+
+std::size_t KvCache::layer_bytes(const ModelConfig& c, std::int64_t n_rows, KvType type) {
+  const auto bytes = static_cast<std::size_t>(c.n_head_kv * n_rows * row_units(type, c.head_dim)) *
+                     dtype_size(storage_dtype(type));
+  return (bytes + 63) / 64 * 64;
+}
+
+RawTensor KvCache::layer_view(BufferRef buf, std::size_t at, const ModelConfig& c, std::int64_t n_rows, KvType type) {
+  check_layout(c, type);
+  FUCINA_ASSERT(at % 64 == 0 && at + layer_bytes(c, n_rows, type) <= buf.get()->bytes);
   const std::int64_t kvh = c.n_head_kv, units = row_units(type, c.head_dim);
-  RawTensor t = ctx.empty(storage_dtype(type), 3, Dims{kvh, n_rows, units});
+  RawTensor t;
+  t.buf = std::move(buf);
+  t.dtype = storage_dtype(type);
+  t.rank = 3;
   t.shape = Dims{n_rows, kvh, units};
   t.strides = Dims{units, n_rows * units, 1};
+  t.offset = static_cast<std::int64_t>(at / dtype_size(t.dtype));
   return t;
 }
 

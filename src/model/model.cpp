@@ -40,8 +40,8 @@ KvCache Model::new_cache(Context& ctx, std::int64_t n_ctx, KvType type) const {
   return KvCache(ctx, config_, n_ctx > 0 ? n_ctx : config_.n_ctx_train, type);
 }
 
-PagedKvCache Model::new_paged_cache(Context& ctx, std::int64_t n_tokens, std::int64_t n_ctx, KvType type) const {
-  return PagedKvCache(ctx, config_, n_tokens, n_ctx > 0 ? n_ctx : config_.n_ctx_train, type);
+PagedKvCache Model::new_paged_cache(std::int64_t n_tokens, std::int64_t n_ctx, KvType type) const {
+  return PagedKvCache(config_, n_tokens, n_ctx > 0 ? n_ctx : config_.n_ctx_train, type);
 }
 
 namespace {

@@ -2,11 +2,12 @@
 
 #include <algorithm>
 
+#include "fucina/core/huge_pages.hpp"
 #include "fucina/core/raw/elementwise.hpp"
 
 namespace fucina::model {
 
-PagedKvCache::PagedKvCache(Context& ctx, const ModelConfig& c, std::int64_t n_tokens, std::int64_t n_ctx, KvType type,
+PagedKvCache::PagedKvCache(const ModelConfig& c, std::int64_t n_tokens, std::int64_t n_ctx, KvType type,
                            std::int64_t block_size)
     : n_ctx_(n_ctx), block_size_(block_size), type_(type) {
   FUCINA_CHECK(n_ctx > 0 && n_tokens > 0, InvalidArgument,
@@ -14,9 +15,15 @@ PagedKvCache::PagedKvCache(Context& ctx, const ModelConfig& c, std::int64_t n_to
   FUCINA_CHECK(block_size > 0, InvalidArgument, "[kv_cache] block size must be positive, got {}", block_size);
   const std::int64_t n_blocks = (n_tokens + block_size - 1) / block_size;
   KvCache::check_fits(c, n_blocks * block_size, type);
-  for (std::int64_t l = 0; l < c.n_layer; ++l) {
-    k_.push_back(KvCache::allocate(ctx, c, n_blocks * block_size, type));
-    v_.push_back(KvCache::allocate(ctx, c, n_blocks * block_size, type));
+  // One block of huge pages for every layer's K and V (Note [Huge pages]): a decode step's
+  // attention reads a run per sequence and KV head of every layer, and its new rows fault
+  // pages in inside the step.
+  const std::int64_t n_rows = n_blocks * block_size;
+  const std::size_t layer = KvCache::layer_bytes(c, n_rows, type);
+  const BufferRef storage = huge_page_buffer(2 * static_cast<std::size_t>(c.n_layer) * layer);
+  for (std::size_t l = 0; l < static_cast<std::size_t>(c.n_layer); ++l) {
+    k_.push_back(KvCache::layer_view(storage, 2 * l * layer, c, n_rows, type));
+    v_.push_back(KvCache::layer_view(storage, (2 * l + 1) * layer, c, n_rows, type));
   }
   refs_.assign(static_cast<std::size_t>(n_blocks), 0);
   for (std::int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<std::int32_t>(b));  // block 0 first

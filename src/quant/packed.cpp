@@ -1,11 +1,10 @@
 #include "fucina/quant/packed.hpp"
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <vector>
 
 #include "fucina/core/error.hpp"
+#include "fucina/core/huge_pages.hpp"
 #include "fucina/kernels/arch.hpp"
 #include "fucina/quant/blocks_legacy.hpp"
 #include "fucina/quant/fp16.hpp"
@@ -40,24 +39,15 @@ const PackedFormat& format_of(QuantType type) {
 
 bool q8_0_paired(QuantType type) { return codec_traits(type).vec_dot_type == QuantType::Q8_0; }
 
-constexpr std::size_t kHugePage = std::size_t{2} << 20;
 constexpr std::size_t kRegionBytes = std::size_t{32} << 20;
-
-std::shared_ptr<std::byte> aligned_block(std::size_t bytes, std::size_t align) {
-  bytes = (bytes + align - 1) / align * align;
-  auto* p = static_cast<std::byte*>(std::aligned_alloc(align, bytes));
-  FUCINA_CHECK(p != nullptr, Internal, "[pack] out of memory for {} bytes", bytes);
-  if (align == kHugePage) (void)::madvise(p, bytes, MADV_HUGEPAGE);  // advice: 4 KiB pages still work
-  return {p, [](std::byte* q) { std::free(q); }};
-}
 
 }  // namespace
 
 std::shared_ptr<std::byte> PackedArena::allocate(std::size_t bytes) {
   bytes = (bytes + 63) / 64 * 64;
-  if (bytes > kRegionBytes / 4) return aligned_block(bytes, kHugePage);  // big: a region of its own
+  if (bytes > kRegionBytes / 4) return aligned_block(bytes, kHugePageBytes);  // big: a region of its own
   if (region_ == nullptr || used_ + bytes > size_) {
-    region_ = aligned_block(kRegionBytes, kHugePage);
+    region_ = aligned_block(kRegionBytes, kHugePageBytes);
     used_ = 0;
     size_ = kRegionBytes;
   }

@@ -80,7 +80,7 @@ TEST_P(BatchForward, EachSequenceGetsItsSoloLogits) {
   }
 
   // A budget smaller than all sequences together: blocks of finished ones are reused.
-  auto cache = m.new_paged_cache(ctx, 640, kCtx, kv);
+  auto cache = m.new_paged_cache(640, kCtx, kv);
   std::vector<model::SeqId> seq(std::size(kPlans), -1);
   Diff worst;
   std::int64_t compared = 0, max_rows = 0;
@@ -143,7 +143,7 @@ TEST(BatchForwardOne, AloneIsBitIdenticalToForward) {
   std::filesystem::remove(path);
   const auto prompt = test::pattern_tokens(45, m.config().n_vocab, 7);
   auto solo = m.new_cache(ctx, kCtx);
-  auto paged = m.new_paged_cache(ctx, kCtx, kCtx);
+  auto paged = m.new_paged_cache(kCtx, kCtx);
   const auto s = paged.open();
   const model::Model::SeqChunk chunk{s, prompt};
   EXPECT_EQ(m.forward_batch(ctx, paged, std::span(&chunk, 1)).to_vector(), m.forward(ctx, solo, prompt).to_vector());
@@ -160,7 +160,7 @@ TEST(BatchForwardFork, SharedPrefixContinuesAsASoloRun) {
   const auto m = model::Model::load(path);
   std::filesystem::remove(path);
   const auto prompt = test::pattern_tokens(40, m.config().n_vocab, 3);  // 32 + 8: one full block, one partial
-  auto paged = m.new_paged_cache(ctx, 4 * 32, kCtx);
+  auto paged = m.new_paged_cache(4 * 32, kCtx);
   const auto a = paged.open();
   const model::Model::SeqChunk first{a, prompt};
   m.forward_batch(ctx, paged, std::span(&first, 1));
@@ -190,7 +190,7 @@ TEST(BatchForwardErrors, BudgetContextAndDuplicatesAreClearErrors) {
   const auto path = test::make_synth_model({"l", test::small_spec("llama", 64, 4, 2, DType::f32)}, "batch_err");
   const auto m = model::Model::load(path);
   std::filesystem::remove(path);
-  auto paged = m.new_paged_cache(ctx, 64, 48);
+  auto paged = m.new_paged_cache(64, 48);
   const auto a = paged.open(), b = paged.open();
   const auto p40 = test::pattern_tokens(40, m.config().n_vocab, 1), p50 = test::pattern_tokens(50, m.config().n_vocab, 2);
   const auto message = [&](std::span<const model::Model::SeqChunk> chunks) {

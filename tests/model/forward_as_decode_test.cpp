@@ -77,8 +77,8 @@ TEST_P(ForwardAsDecode, LeadingRowsAreOneRowsAndTheRestTheirOwnForward) {
              other = test::pattern_tokens(40, vocab, 3);
   const std::int32_t after[1] = {7};
   auto solo = m.new_cache(ctx, kCtx);
-  auto alone = m.new_paged_cache(ctx, kCtx, kCtx);
-  auto mixed = m.new_paged_cache(ctx, 2 * kCtx, kCtx);
+  auto alone = m.new_paged_cache(kCtx, kCtx);
+  auto mixed = m.new_paged_cache(2 * kCtx, kCtx);
   m.prefill(ctx, solo, prompt);
   const auto a = mixed.open(), b = mixed.open(), b_alone = alone.open();
   const model::Model::SeqChunk prefill_a{a, prompt};

@@ -79,7 +79,7 @@ std::vector<std::vector<float>> run(const model::Model& m) {
     logits = m.forward(ctx, cache, std::vector<std::int32_t>{next}).to_vector();
   }
   out.push_back(logits);
-  auto paged = m.new_paged_cache(ctx, 256, 128);
+  auto paged = m.new_paged_cache(256, 128);
   std::vector<model::SeqId> seqs{paged.open(), paged.open(), paged.open()};
   for (int step = 0; step < 4; ++step) {
     std::vector<std::vector<std::int32_t>> ids;

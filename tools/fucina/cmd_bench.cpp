@@ -216,7 +216,7 @@ std::pair<double, double> run_batched(const fucina::model::Model& model, fucina:
                                       std::int64_t pp, std::int64_t tg, std::int64_t pl, std::uint64_t seed) {
   using Chunk = fucina::model::Model::SeqChunk;
   const std::int64_t vocab = model.config().n_vocab;
-  auto cache = model.new_paged_cache(ctx, fucina::model::PagedKvCache::budget_for(pl, pp + tg), pp + tg, o.kv.type);
+  auto cache = model.new_paged_cache(fucina::model::PagedKvCache::budget_for(pl, pp + tg), pp + tg, o.kv.type);
   std::vector<fucina::model::SeqId> seqs;
   std::vector<std::vector<std::int32_t>> prompts;
   for (std::int64_t j = 0; j < pl; ++j) {

@@ -91,6 +91,10 @@ class KvCache {
   // (Note [Head-major KV], Note [q8_0 KV cache]); throws Unsupported for a q8_0 cache of a
   // head size that is not a multiple of 32.
   static RawTensor allocate(Context& ctx, const ModelConfig& config, std::int64_t n_rows, KvType type);
+  // The same view over `buf` from byte `at` (64-byte aligned), which must hold layer_bytes().
+  static RawTensor layer_view(BufferRef buf, std::size_t at, const ModelConfig& config, std::int64_t n_rows, KvType type);
+  // The bytes of one layer's K or V, rounded up to 64 so views placed back to back stay aligned.
+  static std::size_t layer_bytes(const ModelConfig& config, std::int64_t n_rows, KvType type);
   // Writes rows (f32 or f32-convertible, [n, kvh, hd]) into dst ([n, kvh, units] of `type`,
   // any strides).
   static void write_rows(Context& ctx, const Rows& rows, RawTensor& dst, KvType type);

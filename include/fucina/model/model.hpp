@@ -67,8 +67,7 @@ class Model {
 
   // A multi-sequence cache (Note [Paged KV cache]) of n_tokens positions shared by all
   // sequences, each at most n_ctx (<= 0: the training context).
-  PagedKvCache new_paged_cache(Context& ctx, std::int64_t n_tokens, std::int64_t n_ctx = 0,
-                               KvType type = KvType::f16) const;
+  PagedKvCache new_paged_cache(std::int64_t n_tokens, std::int64_t n_ctx = 0, KvType type = KvType::f16) const;
   // Note [Batched forward]: the chunks' tokens, each after its sequence's cached positions,
   // in one forward; the result holds, chunk after chunk, the logits of each chunk's last
   // token, or of every token of a chunk with every_row (speculative verification; run under

@@ -34,7 +34,8 @@ class PagedKvCache {
 
   static constexpr std::int64_t default_block_size = 32;
   // n_tokens: the budget, in positions, shared by all sequences (rounded up to whole blocks).
-  PagedKvCache(Context& ctx, const ModelConfig& config, std::int64_t n_tokens, std::int64_t n_ctx,
+  // The storage is its own (Note [Huge pages]), not the context's pool.
+  PagedKvCache(const ModelConfig& config, std::int64_t n_tokens, std::int64_t n_ctx,
                KvType type = KvType::f16, std::int64_t block_size = default_block_size);
   // The budget that holds n_seqs sequences of n positions each at once (whole blocks each).
   static std::int64_t budget_for(std::int64_t n_seqs, std::int64_t n, std::int64_t block_size = default_block_size) {

@@ -29,8 +29,8 @@ namespace fucina::quant {
 inline constexpr int kPackRows = 16;
 
 // Memory for packed matrices: 2 MiB-aligned regions advised as transparent huge pages
-// (decode streams every weight byte per token; 4 KiB pages add TLB misses and measured
-// slower and less steady), carved 64-byte aligned so the many small matrices of a model
+// (Note [Huge pages]: decode streams every weight byte per token; 4 KiB pages add TLB misses
+// and measured slower and less steady), carved 64-byte aligned so the many small matrices of a model
 // share regions instead of each rounding up to 2 MiB. Regions live while a matrix uses them.
 class PackedArena {
  public:
