@@ -274,32 +274,39 @@ TEST(Nn, RmsNormMulRecordsTheTwoOpsGradients) {
   EXPECT_EQ(wv.grad().to_vector(), wr.grad().to_vector());
 }
 
+// Strided heads (the permuted input) take rope()'s general loop, contiguous ones its
+// vectorized run; both must give ggml's bits.
 TEST(Nn, RopeIsGgmlArithmeticInBothModes) {
   Context ctx({.threads = 2});
-  auto q = Tensor<"head", "seq", "dim">::randn(ctx, {2, 3, 8}, 21).permute<"seq", "head", "dim">();
   const std::vector<std::int32_t> pos{0, 7, 1000};
-  const float base = 10000.f, scale = std::pow(base, -2.0f / 8.f);
-  for (RopeMode mode : {RopeMode::normal, RopeMode::neox}) {
-    auto r = rope<"seq", "dim">(ctx, q, pos, base, mode);
-    int fma_differs = 0;
-    for (int s = 0; s < 3; ++s) {
-      float theta = static_cast<float>(pos[s]);
-      for (int i = 0; i < 4; ++i, theta *= scale) {
-        const float c = std::cos(theta), sn = std::sin(theta);
-        const int i0 = mode == RopeMode::neox ? i : 2 * i, i1 = mode == RopeMode::neox ? i + 4 : 2 * i + 1;
-        for (int h = 0; h < 2; ++h) {
-          const float a = q.at({s, h, i0}), b = q.at({s, h, i1});
-          const float bs = b * sn, bc = b * c;
-          const float want0 = std::fma(a, c, -bs), want1 = std::fma(a, sn, bc);
-          const float ac = a * c, as = a * sn;
-          fma_differs += (ac - bs != want0) + (as + bc != want1);
-          EXPECT_EQ(r.at({s, h, i0}), want0) << s << " " << h << " " << i;
-          EXPECT_EQ(r.at({s, h, i1}), want1) << s << " " << h << " " << i;
+  const float base = 10000.f;
+  for (const std::int64_t d : {8, 128})
+    for (const bool strided : {true, false}) {
+      auto q = strided ? Tensor<"head", "seq", "dim">::randn(ctx, {2, 3, d}, 21).permute<"seq", "head", "dim">()
+                       : Tensor<"seq", "head", "dim">::randn(ctx, {3, 2, d}, 21);
+      const float scale = std::pow(base, -2.0f / static_cast<float>(d));
+      for (RopeMode mode : {RopeMode::normal, RopeMode::neox}) {
+        auto r = rope<"seq", "dim">(ctx, q, pos, base, mode);
+        int fma_differs = 0;
+        for (int s = 0; s < 3; ++s) {
+          float theta = static_cast<float>(pos[s]);
+          for (std::int64_t i = 0; i < d / 2; ++i, theta *= scale) {
+            const float c = std::cos(theta), sn = std::sin(theta);
+            const std::int64_t i0 = mode == RopeMode::neox ? i : 2 * i, i1 = mode == RopeMode::neox ? i + d / 2 : 2 * i + 1;
+            for (int h = 0; h < 2; ++h) {
+              const float a = q.at({s, h, i0}), b = q.at({s, h, i1});
+              const float bs = b * sn, bc = b * c;
+              const float want0 = std::fma(a, c, -bs), want1 = std::fma(a, sn, bc);
+              const float ac = a * c, as = a * sn;
+              fma_differs += (ac - bs != want0) + (as + bc != want1);
+              ASSERT_EQ(r.at({s, h, i0}), want0) << d << " " << strided << " " << s << " " << h << " " << i;
+              ASSERT_EQ(r.at({s, h, i1}), want1) << d << " " << strided << " " << s << " " << h << " " << i;
+            }
+          }
         }
+        EXPECT_GT(fma_differs, 0) << "the inputs do not tell the FMA form from the plain one";
       }
     }
-    EXPECT_GT(fma_differs, 0) << "the inputs do not tell the FMA form from the plain one";
-  }
 }
 
 TEST(Structure, ConcatStackGather) {

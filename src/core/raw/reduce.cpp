@@ -276,6 +276,26 @@ void layer_norm(Context& ctx, const RawTensor& x, int axis, float eps, RawTensor
   });
 }
 
+namespace {
+// One head's pairs rotated, contiguous in and out (src may be dst): the arithmetic of the
+// strided loop in rope() (Note [Rope arithmetic]), written over plain runs so it vectorizes.
+void rotate_run(const float* src, float* dst, const float* cos_, const float* sin_, std::int64_t h, bool neox) {
+  if (neox) {
+    for (std::int64_t i = 0; i < h; ++i) {
+      const float a = src[i], b = src[i + h];
+      dst[i] = std::fma(a, cos_[i], -(b * sin_[i]));
+      dst[i + h] = std::fma(a, sin_[i], b * cos_[i]);
+    }
+    return;
+  }
+  for (std::int64_t i = 0; i < h; ++i) {
+    const float a = src[2 * i], b = src[2 * i + 1];
+    dst[2 * i] = std::fma(a, cos_[i], -(b * sin_[i]));
+    dst[2 * i + 1] = std::fma(a, sin_[i], b * cos_[i]);
+  }
+}
+}  // namespace
+
 void rope(Context& ctx, const RawTensor& x, int pos_axis, int dim_axis, std::span<const std::int32_t> positions,
           float base, bool neox, RawTensor& out) {
   check_axis(x, pos_axis, "rope");
@@ -302,25 +322,29 @@ void rope(Context& ctx, const RawTensor& x, int pos_axis, int dim_axis, std::spa
   float* ys = out.data<float>();
   const std::int64_t sxd = x.strides[dim_axis], syd = out.strides[dim_axis];
   const float theta_scale = std::pow(base, -2.0f / static_cast<float>(d));
+  const std::int64_t h = d / 2;
   ctx.pool().parallel_for(x.shape[pos_axis], [&](std::int64_t p) {
-    std::vector<float> cs(static_cast<std::size_t>(d));  // cos, sin interleaved per pair
+    thread_local std::vector<float> cs;  // cos of pairs 0..h-1, then their sin
+    cs.resize(static_cast<std::size_t>(d));
+    float* const cos_ = cs.data();
+    float* const sin_ = cs.data() + h;
     float theta = static_cast<float>(positions[static_cast<std::size_t>(p)]);
-    for (std::int64_t i = 0; i < d / 2; ++i) {
-      cs[static_cast<std::size_t>(2 * i)] = std::cos(theta);
-      cs[static_cast<std::size_t>(2 * i + 1)] = std::sin(theta);
+    for (std::int64_t i = 0; i < h; ++i) {
+      cos_[i] = std::cos(theta);
+      sin_[i] = std::sin(theta);
       theta *= theta_scale;
     }
     const std::int64_t bx = p * x.strides[pos_axis], by = p * out.strides[pos_axis];
     for_each_row(nullptr, l, [&](const std::array<std::int64_t, 2>& off, std::int64_t) {
       const float* src = xs + bx + off[1];
       float* dst = ys + by + off[0];
-      for (std::int64_t i = 0; i < d / 2; ++i) {
+      if (sxd == 1 && syd == 1) return rotate_run(src, dst, cos_, sin_, h, neox);  // vectorizes
+      for (std::int64_t i = 0; i < h; ++i) {
         const std::int64_t i0 = neox ? i : 2 * i;
-        const std::int64_t i1 = neox ? i + d / 2 : 2 * i + 1;
-        const float c = cs[static_cast<std::size_t>(2 * i)], s = cs[static_cast<std::size_t>(2 * i + 1)];
+        const std::int64_t i1 = neox ? i + h : 2 * i + 1;
         const float a = src[i0 * sxd], b = src[i1 * sxd];
-        dst[i0 * syd] = std::fma(a, c, -(b * s));  // Note [Rope arithmetic]
-        dst[i1 * syd] = std::fma(a, s, b * c);
+        dst[i0 * syd] = std::fma(a, cos_[i], -(b * sin_[i]));  // Note [Rope arithmetic]
+        dst[i1 * syd] = std::fma(a, sin_[i], b * cos_[i]);
       }
     });
   });
