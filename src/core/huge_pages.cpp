@@ -16,8 +16,8 @@ std::shared_ptr<std::byte> aligned_block(std::size_t bytes, std::size_t align) {
   return {p, [](std::byte* q) { std::free(q); }};
 }
 
-BufferRef huge_page_buffer(std::size_t bytes) {
-  auto* owner = new std::shared_ptr<std::byte>(aligned_block(bytes, kHugePageBytes));
+BufferRef aligned_buffer(std::size_t bytes, std::size_t align) {
+  auto* owner = new std::shared_ptr<std::byte>(aligned_block(bytes, align));
   return borrow_buffer(owner->get(), bytes, [](void* o) { delete static_cast<std::shared_ptr<std::byte>*>(o); }, owner);
 }
 

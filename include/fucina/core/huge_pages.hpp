@@ -21,7 +21,7 @@ inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
 // two >= 64; advised as huge pages when align is kHugePageBytes. Throws on out-of-memory.
 std::shared_ptr<std::byte> aligned_block(std::size_t bytes, std::size_t align);
 
-// A huge-page-advised aligned_block as a Buffer for tensors, freed with its last reference.
-BufferRef huge_page_buffer(std::size_t bytes);
+// An aligned_block as a Buffer for tensors, freed with its last reference.
+BufferRef aligned_buffer(std::size_t bytes, std::size_t align);
 
 }  // namespace fucina

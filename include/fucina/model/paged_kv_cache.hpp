@@ -4,7 +4,8 @@
 //
 // Note [Paged KV cache]: every layer holds K and V as [n_blocks · block_size, kvh, hd] views
 // (f16 by default, f32, or q8_0: Note [q8_0 KV cache]) of head-major storage
-// (Note [Head-major KV]: one head's rows of consecutive blocks are contiguous). Position p of
+// (Note [Head-major KV]: one head's rows of consecutive blocks are contiguous), all layers in
+// one allocation, on huge pages when a head's region fits in one (Note [Huge pages]). Position p of
 // a sequence lives in row p % block_size of block table[p / block_size]. Blocks are reference
 // counted: fork(src, n) starts a sequence with the first n positions of src, sharing src's
 // full blocks without copying them; the rows of a partly filled last block are copied into a
