@@ -43,7 +43,7 @@ std::string_view kv_type_name(KvType type) {
 }
 
 RawTensor KvCache::allocate(Context& ctx, const ModelConfig& c, std::int64_t n_rows, KvType type) {
-  check_layout(c, type);
+  check_layout(c, type);  // before allocating
   RawTensor t = ctx.empty(storage_dtype(type), 3, Dims{c.n_head_kv, n_rows, row_units(type, c.head_dim)});
   return layer_view(std::move(t.buf), 0, c, n_rows, type);
 }

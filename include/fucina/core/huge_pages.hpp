@@ -1,13 +1,16 @@
 #pragma once
 // Note [Huge pages]: memory that a hot loop streams through in long runs -- the packed
-// weights (quant/packed.hpp) and the batched KV pool (model/paged_kv_cache.hpp) -- is taken
+// weights (quant/packed.hpp) and small batched KV pools (model/paged_kv_cache.hpp) -- is taken
 // 2 MiB-aligned and advised as transparent huge pages (MADV_HUGEPAGE; the machine's THP
-// setting is "madvise"). One TLB entry then covers 2 MiB instead of 4 KiB, and memory first
-// touched inside a timed step faults in once per 2 MiB instead of once per 4 KiB (a fault
-// costs a VM exit here). The advice is only advice: where the kernel has no huge page to
-// give, 4 KiB pages work the same. The price is commit granularity: a touched byte commits
-// its whole 2 MiB, so memory that stays mostly unwritten (a solo KvCache sized for a long
-// context) keeps 4 KiB pages.
+// setting is "madvise"). For the weights one TLB entry then covers 2 MiB instead of 4 KiB;
+// for a KV pool the gain is that rows first written inside a decode step fault in once per
+// 2 MiB instead of once per 4 KiB (a fault costs a VM exit here; docs/BENCHMARK.md, issue 20
+// tenth part). The advice is only advice: where the kernel has no huge page to give, 4 KiB
+// pages work the same. The price is commit granularity: a touched byte commits its whole
+// 2 MiB. So memory that stays mostly unwritten keeps 4 KiB pages: a solo KvCache sized for a
+// long context, and a KV pool whose head regions are larger than a huge page (its sequences
+// fill each head region from the front, so 2 MiB pages would commit 2 MiB per layer, K/V and
+// head at the first token, ~0.9 GB for Qwen3-0.6B's shape).
 #include <cstddef>
 #include <memory>
 

@@ -277,22 +277,21 @@ void layer_norm(Context& ctx, const RawTensor& x, int axis, float eps, RawTensor
 }
 
 namespace {
-// One head's pairs rotated, contiguous in and out (src may be dst): the arithmetic of the
-// strided loop in rope() (Note [Rope arithmetic]), written over plain runs so it vectorizes.
+// Note [Rope arithmetic]: pair (a, b) rotated by (c, s), each output's first product fused.
+// Reads both inputs before writing, so y0/y1 may alias a/b's storage.
+inline void rotate_pair(float a, float b, float c, float s, float& y0, float& y1) {
+  y0 = std::fma(a, c, -(b * s));
+  y1 = std::fma(a, s, b * c);
+}
+
+// One head's pairs, contiguous in and out (src may be dst): plain runs, so it vectorizes.
 void rotate_run(const float* src, float* dst, const float* cos_, const float* sin_, std::int64_t h, bool neox) {
   if (neox) {
-    for (std::int64_t i = 0; i < h; ++i) {
-      const float a = src[i], b = src[i + h];
-      dst[i] = std::fma(a, cos_[i], -(b * sin_[i]));
-      dst[i + h] = std::fma(a, sin_[i], b * cos_[i]);
-    }
+    for (std::int64_t i = 0; i < h; ++i) rotate_pair(src[i], src[i + h], cos_[i], sin_[i], dst[i], dst[i + h]);
     return;
   }
-  for (std::int64_t i = 0; i < h; ++i) {
-    const float a = src[2 * i], b = src[2 * i + 1];
-    dst[2 * i] = std::fma(a, cos_[i], -(b * sin_[i]));
-    dst[2 * i + 1] = std::fma(a, sin_[i], b * cos_[i]);
-  }
+  for (std::int64_t i = 0; i < h; ++i)
+    rotate_pair(src[2 * i], src[2 * i + 1], cos_[i], sin_[i], dst[2 * i], dst[2 * i + 1]);
 }
 }  // namespace
 
@@ -342,9 +341,7 @@ void rope(Context& ctx, const RawTensor& x, int pos_axis, int dim_axis, std::spa
       for (std::int64_t i = 0; i < h; ++i) {
         const std::int64_t i0 = neox ? i : 2 * i;
         const std::int64_t i1 = neox ? i + h : 2 * i + 1;
-        const float a = src[i0 * sxd], b = src[i1 * sxd];
-        dst[i0 * syd] = std::fma(a, cos_[i], -(b * sin_[i]));  // Note [Rope arithmetic]
-        dst[i1 * syd] = std::fma(a, sin_[i], b * cos_[i]);
+        rotate_pair(src[i0 * sxd], src[i1 * sxd], cos_[i], sin_[i], dst[i0 * syd], dst[i1 * syd]);
       }
     });
   });
