@@ -277,7 +277,7 @@ void layer_norm(Context& ctx, const RawTensor& x, int axis, float eps, RawTensor
 }
 
 namespace {
-// Note [Rope arithmetic]: pair (a, b) rotated by (c, s), each output's first product fused.
+// Pair (a, b) rotated by (c, s) in the form of Note [Rope arithmetic] (reduce.hpp).
 // Reads both inputs before writing, so y0/y1 may alias a/b's storage.
 inline void rotate_pair(float a, float b, float c, float s, float& y0, float& y1) {
   y0 = std::fma(a, c, -(b * s));
