@@ -33,7 +33,7 @@ void bench_verify(benchmark::State& state) {
   const std::int64_t rows = state.range(1), prompt = 250;
   const model::Model& m = bench_model();
   Context ctx({.threads = threads});
-  auto cache = m.new_cache(ctx, prompt + 64);
+  auto cache = m.new_cache(prompt + 64);
   const std::int32_t vocab = static_cast<std::int32_t>(m.config().n_vocab);
   std::vector<std::int32_t> ids(static_cast<std::size_t>(prompt + rows));
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 7919 + 13) % static_cast<std::size_t>(vocab));

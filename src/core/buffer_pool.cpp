@@ -8,7 +8,7 @@ namespace fucina {
 namespace {
 constexpr std::size_t kAlign = 64;
 constexpr std::size_t kPage = 4096;
-constexpr std::size_t kSlack = 4;  // a block up to a quarter larger serves a request
+constexpr std::size_t kServeUpTo = 2;  // a free block up to twice the request's class serves it
 
 void free_block(Buffer* b) noexcept {
   ::operator delete(b->data, std::align_val_t{kAlign});
@@ -61,9 +61,9 @@ BufferRef BufferPool::acquire(std::size_t bytes) {
   const std::size_t cls = size_class(bytes);
   {
     std::lock_guard lk(mu_);
-    // The request's class, else the smallest cached block at most kSlack larger (Note [Pool
-    // size classes]).
-    const std::size_t most = cls <= kPage ? cls : cls + cls / kSlack;
+    // The request's class, else the smallest cached block at most kServeUpTo times larger
+    // (Note [Pool size classes]).
+    const std::size_t most = cls <= kPage ? cls : cls * kServeUpTo;
     auto it = free_.lower_bound(cls);
     while (it != free_.end() && it->first <= most && it->second.empty()) ++it;
     if (it != free_.end() && it->first <= most) {

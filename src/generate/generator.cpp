@@ -45,7 +45,7 @@ Generator::Generator(const model::Model& model, const tokenizer::Tokenizer& tok,
       tok_(tok),
       ctx_(ctx),
       n_batch_(options.n_batch),
-      cache_(model.new_cache(ctx, options.n_ctx, options.kv_type)),
+      cache_(model.new_cache(options.n_ctx, options.kv_type)),
       sampler_(options.sampling),
       vocabulary_(options.vocabulary),
       spec_(options.speculative) {

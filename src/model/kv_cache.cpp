@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "fucina/core/huge_pages.hpp"
 #include "fucina/core/raw/elementwise.hpp"
 #include "fucina/quant/blocks_legacy.hpp"
 
@@ -25,6 +26,19 @@ void check_layout(const ModelConfig& c, KvType type) {
                "[kv_cache] a q8_0 cache needs a head size that is a multiple of 32, got {}", c.head_dim);
 }
 
+// One layer's K or V from byte `at` of `buf`: an [n_rows, kvh, units] view of [kvh][n_rows][units].
+RawTensor layer_view(BufferRef buf, std::size_t at, const ModelConfig& c, std::int64_t n_rows, KvType type) {
+  const std::int64_t kvh = c.n_head_kv, units = row_units(type, c.head_dim);
+  RawTensor t;
+  t.buf = std::move(buf);
+  t.dtype = storage_dtype(type);
+  t.rank = 3;
+  t.shape = Dims{n_rows, kvh, units};
+  t.strides = Dims{units, n_rows * units, 1};
+  t.offset = static_cast<std::int64_t>(at / dtype_size(t.dtype));
+  return t;
+}
+
 }  // namespace
 
 std::optional<KvType> kv_type_from_name(std::string_view name) {
@@ -42,30 +56,22 @@ std::string_view kv_type_name(KvType type) {
   return "?";
 }
 
-RawTensor KvCache::allocate(Context& ctx, const ModelConfig& c, std::int64_t n_rows, KvType type) {
-  check_layout(c, type);  // before allocating
-  RawTensor t = ctx.empty(storage_dtype(type), 3, Dims{c.n_head_kv, n_rows, row_units(type, c.head_dim)});
-  return layer_view(std::move(t.buf), 0, c, n_rows, type);
-}
-
 std::size_t KvCache::layer_bytes(const ModelConfig& c, std::int64_t n_rows, KvType type) {
   const auto bytes = static_cast<std::size_t>(c.n_head_kv * n_rows * row_units(type, c.head_dim)) *
                      dtype_size(storage_dtype(type));
   return (bytes + 63) / 64 * 64;
 }
 
-RawTensor KvCache::layer_view(BufferRef buf, std::size_t at, const ModelConfig& c, std::int64_t n_rows, KvType type) {
-  check_layout(c, type);
-  FUCINA_ASSERT(at % 64 == 0 && at + layer_bytes(c, n_rows, type) <= buf.get()->bytes);
-  const std::int64_t kvh = c.n_head_kv, units = row_units(type, c.head_dim);
-  RawTensor t;
-  t.buf = std::move(buf);
-  t.dtype = storage_dtype(type);
-  t.rank = 3;
-  t.shape = Dims{n_rows, kvh, units};
-  t.strides = Dims{units, n_rows * units, 1};
-  t.offset = static_cast<std::int64_t>(at / dtype_size(t.dtype));
-  return t;
+void KvCache::allocate(const ModelConfig& c, std::int64_t n_rows, KvType type, bool huge, std::vector<RawTensor>& k,
+                       std::vector<RawTensor>& v) {
+  check_layout(c, type);  // before allocating
+  const std::size_t layer = layer_bytes(c, n_rows, type);
+  const BufferRef storage = aligned_buffer(2 * static_cast<std::size_t>(c.n_layer) * layer, huge ? kHugePageBytes : 64);
+  k.clear(), v.clear();
+  for (std::size_t l = 0; l < static_cast<std::size_t>(c.n_layer); ++l) {
+    k.push_back(layer_view(storage, 2 * l * layer, c, n_rows, type));
+    v.push_back(layer_view(storage, (2 * l + 1) * layer, c, n_rows, type));
+  }
 }
 
 void KvCache::write_rows(Context& ctx, const Rows& rows, RawTensor& dst, KvType type) {
@@ -92,13 +98,11 @@ void KvCache::check_fits(const ModelConfig& c, std::int64_t n_positions, KvType 
                n_positions, bytes / gib, ram / gib);
 }
 
-KvCache::KvCache(Context& ctx, const ModelConfig& c, std::int64_t n_ctx, KvType type) : n_ctx_(n_ctx), type_(type) {
+KvCache::KvCache(const ModelConfig& c, std::int64_t n_ctx, KvType type) : n_ctx_(n_ctx), type_(type) {
   FUCINA_CHECK(n_ctx > 0, InvalidArgument, "[kv_cache] context length must be positive, got {}", n_ctx);
   check_fits(c, n_ctx, type);
-  for (std::int64_t l = 0; l < c.n_layer; ++l) {
-    k_.push_back(allocate(ctx, c, n_ctx, type));
-    v_.push_back(allocate(ctx, c, n_ctx, type));
-  }
+  const bool huge = 2 * static_cast<std::size_t>(c.n_layer) * layer_bytes(c, n_ctx, type) <= kHugeSoloBytes;
+  allocate(c, n_ctx, type, huge, k_, v_);
 }
 
 void KvCache::reserve(std::int64_t n) const {

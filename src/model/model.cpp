@@ -36,8 +36,8 @@ Model Model::from_reader(gguf::Reader file, const LoadOptions& options) {
   return Model(std::move(file), options);
 }
 
-KvCache Model::new_cache(Context& ctx, std::int64_t n_ctx, KvType type) const {
-  return KvCache(ctx, config_, n_ctx > 0 ? n_ctx : config_.n_ctx_train, type);
+KvCache Model::new_cache(std::int64_t n_ctx, KvType type) const {
+  return KvCache(config_, n_ctx > 0 ? n_ctx : config_.n_ctx_train, type);
 }
 
 PagedKvCache Model::new_paged_cache(std::int64_t n_tokens, std::int64_t n_ctx, KvType type) const {

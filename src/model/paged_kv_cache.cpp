@@ -15,17 +15,12 @@ PagedKvCache::PagedKvCache(const ModelConfig& c, std::int64_t n_tokens, std::int
   FUCINA_CHECK(block_size > 0, InvalidArgument, "[kv_cache] block size must be positive, got {}", block_size);
   const std::int64_t n_blocks = (n_tokens + block_size - 1) / block_size;
   KvCache::check_fits(c, n_blocks * block_size, type);
-  // One block for every layer's K and V, on huge pages when a head's region fits in one
-  // (Note [Huge pages]): a decode step's attention reads a run per sequence and KV head of
-  // every layer, and its new rows fault pages in inside the step.
+  // On huge pages when a head's region fits in one (Note [Huge pages]): a decode step's
+  // attention reads a run per sequence and KV head of every layer, and its new rows fault
+  // pages in inside the step.
   const std::int64_t n_rows = n_blocks * block_size;
-  const std::size_t layer = KvCache::layer_bytes(c, n_rows, type);
-  const bool huge = layer / static_cast<std::size_t>(c.n_head_kv) <= kHugePageBytes;
-  const BufferRef storage = aligned_buffer(2 * static_cast<std::size_t>(c.n_layer) * layer, huge ? kHugePageBytes : 64);
-  for (std::size_t l = 0; l < static_cast<std::size_t>(c.n_layer); ++l) {
-    k_.push_back(KvCache::layer_view(storage, 2 * l * layer, c, n_rows, type));
-    v_.push_back(KvCache::layer_view(storage, (2 * l + 1) * layer, c, n_rows, type));
-  }
+  const bool huge = KvCache::layer_bytes(c, n_rows, type) / static_cast<std::size_t>(c.n_head_kv) <= kHugePageBytes;
+  KvCache::allocate(c, n_rows, type, huge, k_, v_);
   refs_.assign(static_cast<std::size_t>(n_blocks), 0);
   for (std::int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<std::int32_t>(b));  // block 0 first
 }

@@ -30,7 +30,7 @@ PerplexityResult perplexity(const model::Model& model, const tokenizer::Tokenize
   for (std::int64_t c = 0; c < n_chunks; ++c) {
     std::copy_n(tokens.begin() + c * n_ctx, n_ctx, ids.begin());
     if (tok.add_bos()) ids[0] = tok.bos_id();
-    auto cache = model.new_cache(ctx, n_ctx);
+    auto cache = model.new_cache(n_ctx);
     const auto logits = model.forward_all(ctx, cache, ids);
     const auto all = logits.data();
     FUCINA_CHECK(static_cast<std::int64_t>(all.size()) == n_ctx * n_vocab, InvalidFile,

@@ -45,7 +45,7 @@ TEST(Memory, NoLeakAtTeardownAndCacheCap) {
   EXPECT_EQ(s.cached_bytes, 4096u);
 }
 
-// A batch step's buffers change size with its rows: a free block up to a quarter larger
+// A batch step's buffers change size with its rows: a free block up to twice as large
 // serves the request (warm pages), a larger one does not (it would waste memory).
 TEST(Memory, NearlySameSizeReusesAFreeBlock) {
   BufferPool pool;
@@ -55,13 +55,13 @@ TEST(Memory, NearlySameSizeReusesAFreeBlock) {
     addr = a.get()->data;
   }
   {
-    BufferRef b = pool.acquire(33 * 4096);  // 40 <= 33 * 1.25
+    BufferRef b = pool.acquire(20 * 4096);  // 40 <= 20 * 2
     EXPECT_EQ(b.get()->data, addr);
     EXPECT_EQ(pool.stats().outstanding_bytes, 40u * 4096u);
   }
   EXPECT_EQ(pool.stats().cached_bytes, 40u * 4096u);
   {
-    BufferRef c = pool.acquire(31 * 4096);  // 40 > 31 * 1.25: a new block
+    BufferRef c = pool.acquire(19 * 4096);  // 40 > 19 * 2: a new block
     EXPECT_NE(c.get()->data, addr);
     EXPECT_EQ(pool.stats().hits, 1u);
   }

@@ -319,7 +319,7 @@ TEST_F(SpeculativeTiny, SampledDistributionIsTheModels) {
   constexpr int kTopK = 3;
   const sample::SamplerConfig hot{.temperature = 1.f, .top_k = kTopK, .top_p = 1.f, .min_p = 0.f};
   // The sampler's final distribution after `tokens` (following the prompt), by a plain forward.
-  auto cache = model_->new_cache(ctx_, 512);
+  auto cache = model_->new_cache(512);
   model_->prefill(ctx_, cache, prompt);
   const auto n_prompt = static_cast<std::int64_t>(prompt.size());
   const auto dist = [&](std::vector<TokenId> tokens) {

@@ -73,7 +73,7 @@ TEST_P(BatchForward, EachSequenceGetsItsSoloLogits) {
   // Solo runs: logits of each chunk's last token, per (sequence, step).
   std::map<std::pair<std::size_t, std::int64_t>, std::vector<float>> solo;
   for (std::size_t i = 0; i < std::size(kPlans); ++i) {
-    auto cache = m.new_cache(ctx, kCtx, kv);
+    auto cache = m.new_cache(kCtx, kv);
     for (std::int64_t t = 0; t < 20; ++t)
       if (const auto ids = chunk_at(kPlans[i], i, t, vocab); !ids.empty())
         solo[{i, t}] = m.forward(ctx, cache, ids).to_vector();
@@ -142,7 +142,7 @@ TEST(BatchForwardOne, AloneIsBitIdenticalToForward) {
   const auto m = model::Model::load(path);
   std::filesystem::remove(path);
   const auto prompt = test::pattern_tokens(45, m.config().n_vocab, 7);
-  auto solo = m.new_cache(ctx, kCtx);
+  auto solo = m.new_cache(kCtx);
   auto paged = m.new_paged_cache(kCtx, kCtx);
   const auto s = paged.open();
   const model::Model::SeqChunk chunk{s, prompt};
@@ -174,7 +174,7 @@ TEST(BatchForwardFork, SharedPrefixContinuesAsASoloRun) {
   const auto got = m.forward_batch(ctx, paged, both).to_vector();
   const auto vocab = static_cast<std::size_t>(m.config().n_vocab);
   for (int k = 0; k < 2; ++k) {
-    auto solo = m.new_cache(ctx, kCtx);
+    auto solo = m.new_cache(kCtx);
     m.forward(ctx, solo, prompt);
     const auto want = m.forward(ctx, solo, std::span(k == 0 ? ta : tb, 1)).to_vector();
     EXPECT_LE(compare(std::span(got).subspan(static_cast<std::size_t>(k) * vocab, vocab), want).max, 1e-5f) << k;

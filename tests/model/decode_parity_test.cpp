@@ -117,7 +117,7 @@ TEST_P(DecodeParity, LogitsAlongTheGreedyPathMatchLlamaCpp) {
     const auto& steps = cs.at("steps");
     ASSERT_EQ(steps.size(), greedy.size());
 
-    auto cache = model.new_cache(ctx, cs.at("n_ctx").get<std::int64_t>());
+    auto cache = model.new_cache(cs.at("n_ctx").get<std::int64_t>());
     auto logits = model.prefill(ctx, cache, ids).to_vector();
     float worst = 0.f;
     int near_ties = 0;

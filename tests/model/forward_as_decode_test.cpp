@@ -45,7 +45,7 @@ TEST_P(ForwardAsDecode, EveryRowIsItsOneTokenForward) {
     for (const std::int64_t prompt_len : {5, 300}) {  // 300 cached: the one-row forward splits
       const auto prompt = test::pattern_tokens(prompt_len, vocab, 1), drafted = test::pattern_tokens(kRows, vocab, 2);
       const std::int32_t after[1] = {7};
-      auto solo = m.new_cache(ctx, kCtx, kv), spec = m.new_cache(ctx, kCtx, kv);
+      auto solo = m.new_cache(kCtx, kv), spec = m.new_cache(kCtx, kv);
       m.prefill(ctx, solo, prompt);
       m.prefill(ctx, spec, prompt);
       const auto rows = m.forward_as_decode(ctx, spec, drafted).to_vector();
@@ -76,7 +76,7 @@ TEST_P(ForwardAsDecode, LeadingRowsAreOneRowsAndTheRestTheirOwnForward) {
   const auto prompt = test::pattern_tokens(30, vocab, 1), drafted = test::pattern_tokens(kRows, vocab, 2),
              other = test::pattern_tokens(40, vocab, 3);
   const std::int32_t after[1] = {7};
-  auto solo = m.new_cache(ctx, kCtx);
+  auto solo = m.new_cache(kCtx);
   auto alone = m.new_paged_cache(kCtx, kCtx);
   auto mixed = m.new_paged_cache(2 * kCtx, kCtx);
   m.prefill(ctx, solo, prompt);

@@ -24,7 +24,7 @@ void check(const std::string& name) {
   const auto golden = nlohmann::json::parse(std::ifstream(test::test_data_dir() / "kv_q8" / (name + ".json")));
   Context ctx({.threads = 2});
   const auto m = model::Model::load(shared / "models" / (name + ".gguf"));
-  auto cache = m.new_cache(ctx, 256, model::KvType::q8_0);
+  auto cache = m.new_cache(256, model::KvType::q8_0);
   const auto ids = golden.at("prompt_tokens").get<std::vector<std::int32_t>>();
   auto logits = m.forward(ctx, cache, ids).to_vector();
   float worst = 0.f;

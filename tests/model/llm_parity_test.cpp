@@ -74,7 +74,7 @@ void check_model(const std::string& name, Reference ref, float tol_in, std::file
     const auto prompt = cs.at("prompt").get<std::string>();
     EXPECT_EQ(tok.encode(prompt, {.add_special = true, .parse_special = true}), ids);
 
-    auto cache = model.new_cache(ctx, 256);
+    auto cache = model.new_cache(256);
     const auto logits = model.prefill(ctx, cache, ids).to_vector();
     std::vector<std::pair<std::int32_t, float>> want;  // (id, logit)
     if (ref == Reference::kShared) {

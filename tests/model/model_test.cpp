@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "fucina/core/huge_pages.hpp"
 #include "fucina/gguf/writer.hpp"
 #include "fucina/model/flash_attention.hpp"
 #include "fucina/model/model.hpp"
@@ -288,7 +289,7 @@ TEST(KvCache, FullContextIsAClearError) {
   Context ctx({.threads = 1});
   ModelConfig c;
   c.n_layer = 1, c.n_head = 2, c.n_head_kv = 1, c.head_dim = 4;
-  KvCache cache(ctx, c, 4);
+  KvCache cache(c, 4);
   auto rows = KvCache::Rows::zeros(ctx, {3, 1, 4});
   cache.store(ctx, 0, rows, rows);
   cache.advance(3);
@@ -300,7 +301,28 @@ TEST(KvCache, FullContextIsAClearError) {
     EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
     EXPECT_NE(std::string(e.what()).find("context is full"), std::string::npos);
   }
-  EXPECT_THROW(KvCache(ctx, c, 0), Error);
+  EXPECT_THROW(KvCache(c, 0), Error);
+}
+
+// Note [KV cache pages]: a small solo cache is one block on huge pages (2 MiB-aligned, every
+// layer's K and V inside it); a long one is not committed a huge page per head region.
+TEST(KvCache, SmallCacheIsOneHugePageBlock) {
+  ModelConfig c;
+  c.n_layer = 8, c.n_head = 4, c.n_head_kv = 2, c.head_dim = 64;  // the default model's shape
+  const KvCache small(c, 512);
+  const auto* base = static_cast<const std::byte*>(small.view(0).keys.buf.get()->data);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(base) % kHugePageBytes, 0u);
+  for (std::int64_t l = 0; l < c.n_layer; ++l)
+    for (const auto& t : {small.view(l).keys, small.view(l).values}) {
+      EXPECT_EQ(t.buf.get()->data, base) << "layer " << l;
+      EXPECT_EQ(t.buf.get()->bytes, 2 * static_cast<std::size_t>(c.n_layer) * KvCache::layer_bytes(c, 512, KvType::f16));
+    }
+  // 2 * 8 * 2 * 8200 * 64 * 2 bytes, just over kHugeSoloBytes (32 MiB): 4 KiB pages, committed as
+  // written (a 64-byte-aligned block this large is mmap'd by glibc: page-aligned plus its
+  // header, never 2 MiB-aligned).
+  const KvCache large(c, 8200);
+  EXPECT_GT(large.view(0).keys.buf.get()->bytes, KvCache::kHugeSoloBytes);
+  EXPECT_NE(reinterpret_cast<std::uintptr_t>(large.view(0).keys.buf.get()->data) % kHugePageBytes, 0u);
 }
 
 namespace {
@@ -345,7 +367,7 @@ TEST(ModelLoad, RunsATinyWrittenModel) {
   EXPECT_EQ(m.config().n_vocab, 10);
   EXPECT_TRUE(m.weights().tied);
   Context ctx({.threads = 1});
-  auto cache = m.new_cache(ctx);
+  auto cache = m.new_cache();
   EXPECT_EQ(cache.capacity(), 32);
   const std::int32_t ids[3] = {1, 2, 3};
   auto logits = m.prefill(ctx, cache, ids, 2).to_vector();

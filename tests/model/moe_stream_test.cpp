@@ -71,7 +71,7 @@ std::vector<std::vector<float>> run(const model::Model& m) {
   Context ctx({.threads = 2});
   const std::int64_t vocab = m.config().n_vocab;
   std::vector<std::vector<float>> out;
-  auto cache = m.new_cache(ctx, 128);
+  auto cache = m.new_cache(128);
   auto logits = m.forward(ctx, cache, tokens(24, vocab, 1)).to_vector();
   for (int step = 0; step < 6; ++step) {
     out.push_back(logits);

@@ -208,7 +208,7 @@ TEST_P(QuantParity, TeacherForcedLogitsMatchLlamaCpp) {
   const auto gold = read_golden(test::test_data_dir() / "quant_parity" / golden->at("file").get<std::string>(), nv);
   ASSERT_EQ(gold.size(), ids.size());
   Context ctx({.threads = 2});
-  auto cache = m.new_cache(ctx, 256);
+  auto cache = m.new_cache(256);
   const auto t1 = std::chrono::steady_clock::now();
   const std::vector<float> logits = m.forward_all(ctx, cache, ids).to_vector();
   const auto t2 = std::chrono::steady_clock::now();

@@ -139,8 +139,8 @@ TEST(QuantModel, Q8_0ModelTracksItsF32Original) {
   const auto q8 = model::Model::load(dst);
   Context ctx({.threads = 2});
   const std::vector<std::int32_t> ids{1, 15043, 3186, 29892, 920, 526, 366};
-  auto c1 = f32.new_cache(ctx, 64);
-  auto c2 = q8.new_cache(ctx, 64);
+  auto c1 = f32.new_cache(64);
+  auto c2 = q8.new_cache(64);
   const auto a = f32.prefill(ctx, c1, ids).to_vector();
   const auto b = q8.prefill(ctx, c2, ids).to_vector();
   std::filesystem::remove(dst);

@@ -170,7 +170,7 @@ TEST_F(Synth, EveryArchLoadsRunsAndReadsBackTheSpec) {
       }
       EXPECT_FALSE(m.weights().tied);
       Context ctx({.threads = 2});
-      auto cache = m.new_cache(ctx, 32);
+      auto cache = m.new_cache(32);
       const std::int32_t ids[] = {1, 100, 200, 300};
       const auto logits = m.prefill(ctx, cache, ids).to_vector();
       ASSERT_EQ(logits.size(), static_cast<std::size_t>(builtin_vocab_size));
@@ -296,7 +296,7 @@ TEST_F(Synth, LlamaCppRunsTheSameModel) {
     s.seed = 7;
     const auto m = Model::load(write(s, std::string(g.arch) + ".gguf"));
     Context ctx({.threads = 2});
-    auto cache = m.new_cache(ctx, 64);
+    auto cache = m.new_cache(64);
     auto logits = m.prefill(ctx, cache, prompt).to_vector();
     std::vector<std::int32_t> want_top;
     for (const auto& [id, v] : g.top5) {
@@ -415,7 +415,7 @@ TEST_F(Synth, RepackedWeightsGiveTheMappedFilesLogits) {
     Context ctx({.threads = 2});
     std::vector<std::int32_t> ids(20);
     for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>(7 + 17 * i);
-    auto c1 = copied.new_cache(ctx, 64), c2 = mapped.new_cache(ctx, 64);
+    auto c1 = copied.new_cache(64), c2 = mapped.new_cache(64);
     EXPECT_EQ(copied.prefill(ctx, c1, ids).to_vector(), mapped.prefill(ctx, c2, ids).to_vector());
     const std::int32_t next[] = {5};
     EXPECT_EQ(copied.prefill(ctx, c1, next).to_vector(), mapped.prefill(ctx, c2, next).to_vector());

@@ -53,7 +53,7 @@ TEST_P(TrainForward, LogitsEqualInference) {
   const auto train = m.forward_train(ctx, both, starts).to_vector();
   for (int s = 0; s < 2; ++s) {
     const auto& ids = s == 0 ? a : b;
-    auto cache = m.new_cache(ctx, 128, model::KvType::f32);
+    auto cache = m.new_cache(128, model::KvType::f32);
     const auto inf = m.forward_all(ctx, cache, ids).to_vector();
     const std::size_t off = static_cast<std::size_t>(starts[static_cast<std::size_t>(s)] * vocab);
     ASSERT_EQ(inf.size(), ids.size() * static_cast<std::size_t>(vocab));
@@ -144,7 +144,7 @@ TEST(TrainForwardShared, LogitsEqualInference) {
     const auto m = model::Model::load(shared / "models" / name);
     const auto ids = tokens(80, m.config().n_vocab, 9);
     const auto train = m.forward_train(ctx, ids).to_vector();
-    auto cache = m.new_cache(ctx, 128, model::KvType::f32);
+    auto cache = m.new_cache(128, model::KvType::f32);
     const auto inf = m.forward_all(ctx, cache, ids).to_vector();
     ASSERT_EQ(train.size(), inf.size()) << name;
     EXPECT_EQ(std::memcmp(train.data(), inf.data(), train.size() * sizeof(float)), 0) << name;

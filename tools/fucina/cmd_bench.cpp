@@ -409,7 +409,7 @@ int bench_main(std::span<char* const> args) {
           r.n_depth = depth;
           r.n_batch = o.batch;
           r.spec = o.spec && ng > 0;
-          auto cache = model.new_cache(ctx, depth + np + ng, o.kv.type);
+          auto cache = model.new_cache(depth + np + ng, o.kv.type);
           if (depth > 0) (void)model.prefill(ctx, cache, random_ids(depth, cfg.n_vocab, 999), o.batch);
           const auto once = [&, np = np, ng = ng](std::uint64_t seed, Record* counted) {  // (clang 14: no bindings in lambdas)
             return r.spec ? run_spec_once(model, *tok, ctx, o, ng, seed, counted)

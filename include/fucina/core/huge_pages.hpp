@@ -1,6 +1,6 @@
 #pragma once
 // Note [Huge pages]: memory that a hot loop streams through in long runs -- the packed
-// weights (quant/packed.hpp) and small batched KV pools (model/paged_kv_cache.hpp) -- is taken
+// weights (quant/packed.hpp) and small KV caches and pools (Note [KV cache pages]) -- is taken
 // 2 MiB-aligned and advised as transparent huge pages (MADV_HUGEPAGE; the machine's THP
 // setting is "madvise"). For the weights one TLB entry then covers 2 MiB instead of 4 KiB;
 // for a KV pool the gain is that rows first written inside a decode step fault in once per

@@ -19,6 +19,18 @@
 // jump): ~10% slower at 8 streams of 128-192 positions than position-major; only 256-position
 // blocks caught up.
 //
+// Note [KV cache pages]: on this machine (a VM) a first write to a 4 KiB page costs ~10 us
+// (a VM exit), and a head-major cache meets a fresh page every 32 positions of each head:
+// ~1 fault per position for the default model, inside the decode steps. A 2 MiB huge page
+// commits at ~0.2-3.6 us per 4 KiB, but a head-major cache then commits every page at the
+// first token (each head's region starts in one). So a solo cache takes huge pages when it
+// is small enough to commit whole (at most kHugeSoloBytes: the default model's 512-token
+// cache is 2 MiB, and its copy task faulted ~500 times less, docs/BENCHMARK.md issue 23
+// seventh part), and a long one keeps 4 KiB pages: Qwen3-0.6B's shape at -c 4096 (448 MiB)
+// took 0.8 s more before its first token on huge pages, to save ~13 ms of faults in 32
+// tokens. A paged pool takes them when each head's region fits in one huge page
+// (Note [Huge pages]).
+//
 // Note [KV cache protocol]: a forward pass of n tokens stores each layer's K/V at rows
 // [size(), size() + n) with store(), reads rows [0, size() + n) with keys()/values(),
 // and calls advance(n) once every layer is done. reserve(n) checks the context first, so
@@ -61,10 +73,12 @@ struct KvView {
 
 class KvCache {
  public:
+  static constexpr std::size_t kHugeSoloBytes = std::size_t{32} << 20;  // Note [KV cache pages]
+
   using Rows = Tensor<"seq", "kvh", "hd">;
   using Cached = Tensor<"kseq", "kvh", "hd">;
 
-  KvCache(Context& ctx, const ModelConfig& config, std::int64_t n_ctx, KvType type = KvType::f16);
+  KvCache(const ModelConfig& config, std::int64_t n_ctx, KvType type = KvType::f16);
 
   std::int64_t capacity() const { return n_ctx_; }
   std::int64_t size() const { return size_; }
@@ -87,13 +101,13 @@ class KvCache {
 
   // Throws InvalidArgument when K/V for n_positions do not fit in this machine's memory.
   static void check_fits(const ModelConfig& config, std::int64_t n_positions, KvType type);
-  // The buffer of one layer's K or V as an [n_rows, kvh, units] view of head-major storage
-  // (Note [Head-major KV], Note [q8_0 KV cache]); throws Unsupported for a q8_0 cache of a
-  // head size that is not a multiple of 32.
-  static RawTensor allocate(Context& ctx, const ModelConfig& config, std::int64_t n_rows, KvType type);
-  // The same view over `buf` from byte `at` (64-byte aligned), which must hold layer_bytes().
-  static RawTensor layer_view(BufferRef buf, std::size_t at, const ModelConfig& config, std::int64_t n_rows, KvType type);
-  // The bytes of one layer's K or V, rounded up to 64 so views placed back to back stay aligned.
+  // Every layer's K and V over n_rows rows, in one block, as [n_rows, kvh, units] views of
+  // head-major storage (Note [Head-major KV], Note [q8_0 KV cache]); on huge pages when `huge`
+  // (Note [Huge pages], Note [KV cache pages]). Throws Unsupported for a q8_0 cache of a head
+  // size that is not a multiple of 32.
+  static void allocate(const ModelConfig& config, std::int64_t n_rows, KvType type, bool huge,
+                       std::vector<RawTensor>& k, std::vector<RawTensor>& v);
+  // The bytes of one layer's K or V, rounded up to 64 so layers placed back to back stay aligned.
   static std::size_t layer_bytes(const ModelConfig& config, std::int64_t n_rows, KvType type);
   // Writes rows (f32 or f32-convertible, [n, kvh, hd]) into dst ([n, kvh, units] of `type`,
   // any strides).

@@ -53,7 +53,7 @@ class Model {
   const gguf::Reader& file() const { return file_; }
 
   // n_ctx <= 0 means the context length from the metadata.
-  KvCache new_cache(Context& ctx, std::int64_t n_ctx = 0, KvType type = KvType::f16) const;
+  KvCache new_cache(std::int64_t n_ctx = 0, KvType type = KvType::f16) const;
 
   Tensor<"vocab"> forward(Context& ctx, KvCache& cache, std::span<const std::int32_t> ids) const;
   // Logits of every position of ids (teacher forcing, perplexity, parity work).
