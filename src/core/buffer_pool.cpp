@@ -1,5 +1,6 @@
 #include "fucina/core/buffer_pool.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <new>
 
@@ -8,7 +9,8 @@ namespace fucina {
 namespace {
 constexpr std::size_t kAlign = 64;
 constexpr std::size_t kPage = 4096;
-constexpr std::size_t kServeUpTo = 2;  // a free block up to twice the request's class serves it
+// A free block up to twice the request's class, or up to kServeExtra larger, serves it.
+constexpr std::size_t kServeUpTo = 2, kServeExtra = std::size_t{1} << 20;
 
 void free_block(Buffer* b) noexcept {
   ::operator delete(b->data, std::align_val_t{kAlign});
@@ -61,9 +63,8 @@ BufferRef BufferPool::acquire(std::size_t bytes) {
   const std::size_t cls = size_class(bytes);
   {
     std::lock_guard lk(mu_);
-    // The request's class, else the smallest cached block at most kServeUpTo times larger
-    // (Note [Pool size classes]).
-    const std::size_t most = cls <= kPage ? cls : cls * kServeUpTo;
+    // The request's class, else the smallest cached block that serves it (Note [Pool size classes]).
+    const std::size_t most = cls <= kPage ? cls : std::max(cls * kServeUpTo, cls + kServeExtra);
     auto it = free_.lower_bound(cls);
     while (it != free_.end() && it->first <= most && it->second.empty()) ++it;
     if (it != free_.end() && it->first <= most) {

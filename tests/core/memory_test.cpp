@@ -45,25 +45,34 @@ TEST(Memory, NoLeakAtTeardownAndCacheCap) {
   EXPECT_EQ(s.cached_bytes, 4096u);
 }
 
-// A batch step's buffers change size with its rows: a free block up to twice as large
-// serves the request (warm pages), a larger one does not (it would waste memory).
+// A batch step's buffers change size with its rows: a free block up to twice as large or up
+// to 1 MiB larger serves the request (warm pages), a larger one does not (it would waste
+// memory, or be missing for the large request it was made for).
 TEST(Memory, NearlySameSizeReusesAFreeBlock) {
   BufferPool pool;
-  const void* addr;
+  const void* big;
   {
-    BufferRef a = pool.acquire(40 * 4096);
-    addr = a.get()->data;
+    BufferRef a = pool.acquire(1000 * 4096);
+    big = a.get()->data;
   }
   {
-    BufferRef b = pool.acquire(20 * 4096);  // 40 <= 20 * 2
-    EXPECT_EQ(b.get()->data, addr);
-    EXPECT_EQ(pool.stats().outstanding_bytes, 40u * 4096u);
+    BufferRef b = pool.acquire(500 * 4096);  // 1000 <= 500 * 2
+    EXPECT_EQ(b.get()->data, big);
+    EXPECT_EQ(pool.stats().outstanding_bytes, 1000u * 4096u);
   }
-  EXPECT_EQ(pool.stats().cached_bytes, 40u * 4096u);
   {
-    BufferRef c = pool.acquire(19 * 4096);  // 40 > 19 * 2: a new block
-    EXPECT_NE(c.get()->data, addr);
+    BufferRef c = pool.acquire(499 * 4096);  // 1000 > 499 * 2 and > 499 + 256 (1 MiB): a new block
+    EXPECT_NE(c.get()->data, big);
     EXPECT_EQ(pool.stats().hits, 1u);
+  }
+  const void* small;
+  {
+    BufferRef d = pool.acquire(40 * 4096);
+    small = d.get()->data;
+  }
+  {
+    BufferRef e = pool.acquire(3 * 4096);  // 40 <= 3 + 256: within 1 MiB
+    EXPECT_EQ(e.get()->data, small);
   }
   const void* two_k;
   {

@@ -5,11 +5,12 @@
 // multiple of 4 KiB above; each class keeps a LIFO free list, so a buffer released and
 // requested again at the same size comes back at the same address (warm in cache). Above
 // 4 KiB a request whose class has no free block takes the smallest free block at most twice
-// its size: a batch or speculative step changes its row count every step (a verification of
-// 3, then 17, then 11 rows; a server's prompt chunks of any length), and a fresh block costs a
-// page fault per 4 KiB, a VM exit on this machine. With a quarter's slack, as before, the
-// default model's copy task faulted ~670 times more in 266 tokens, 4-5% of its time
-// (docs/BENCHMARK.md, issue 23 seventh part).
+// its size or at most 1 MiB larger: a batch or speculative step changes its row count every
+// step (a verification of 3, then 17, then 11 rows after a prompt of 229), and a fresh block
+// costs a page fault per 4 KiB, ~10 us on this VM. With a quarter's slack, as before, the
+// default model's copy task faulted ~970 times more in 266 tokens (docs/BENCHMARK.md, issue
+// 23 seventh part); a fine-tuning step peaked ~25% lower. The 1 MiB bound keeps a small
+// request from taking a logits-sized block that a large one then has to allocate again.
 // Cached (free) bytes are capped; a release past the cap frees the block instead.
 // `outstanding` counts buffers handed out and not yet returned: it must be zero when the
 // pool is destroyed (a non-zero count is a leak and is reported).
