@@ -8,9 +8,10 @@
 // its size or at most 1 MiB larger: a batch or speculative step changes its row count every
 // step (a verification of 3, then 17, then 11 rows after a prompt of 229), and a fresh block
 // costs a page fault per 4 KiB, ~10 us on this VM. With a quarter's slack, as before, the
-// default model's copy task faulted ~970 times more in 266 tokens (docs/BENCHMARK.md, issue
-// 23 seventh part); a fine-tuning step peaked ~25% lower. The 1 MiB bound keeps a small
-// request from taking a logits-sized block that a large one then has to allocate again.
+// default model's copy task faulted ~940 times more in 266 tokens (~670 of them went with the
+// factor of two, the rest with the 1 MiB; docs/BENCHMARK.md, issue 23 seventh part), and a
+// fine-tuning run peaked 21-28% higher. The bound keeps a small request from taking a
+// logits-sized block that a large one then has to allocate again.
 // Cached (free) bytes are capped; a release past the cap frees the block instead.
 // `outstanding` counts buffers handed out and not yet returned: it must be zero when the
 // pool is destroyed (a non-zero count is a leak and is reported).
