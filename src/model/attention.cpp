@@ -120,7 +120,7 @@ Tensor<"seq", "embd"> attention(Context& ctx, const ModelConfig& c, const LayerW
     // A decode step (every sequence one new row) on an f16 cache stores in the attention pass
     // (Note [Store in the attention pass]).
     const bool store_in_pass = cache.type() == KvType::f16 && one_row_path(c, KvType::f16, 1) &&
-                               c.group() <= kMaxVecRowQueries &&
+                               c.group() <= kHeadsPerTask &&
                                std::adjacent_find(batch.seq_starts.begin(), batch.seq_starts.end(),
                                                   [](auto a, auto b) { return b - a != 1; }) == batch.seq_starts.end();
     const auto kc = store_in_pass ? contiguous(ctx, k) : k;

@@ -453,19 +453,28 @@ void dot_f16_vec_rows(const Half* w, std::int64_t w_stride, const float* const* 
   FUCINA_ASSERT(n_x >= 1 && n_x <= kMaxVecRowQueries);
   std::int64_t j = 0;
 #if FUCINA_ARCH_AVX512
-  if (k == 64 || k == 128) {
-    const bool two = n_x == 2;
-    j = k == 64 ? (two ? vec_rows_held<1, 2>(w, w_stride, x, n, out) : vec_rows_held<1, 1>(w, w_stride, x, n, out))
-                : (two ? vec_rows_held<2, 2>(w, w_stride, x, n, out) : vec_rows_held<2, 1>(w, w_stride, x, n, out));
-  } else if (k % 64 == 0) {  // no double tail: the folded f32 sum is the result
-    for (; j + 16 <= n; j += 16) {
-      __m512 v[kMaxVecRowQueries][16];
-      if (n_x == 2)  // each key row widened once for both queries
-        for (int r = 0; r < 16; ++r) vec_order_lanes2(w + (j + r) * w_stride, x[0], x[1], k, v[0][r], v[1][r]);
-      else
-        for (int r = 0; r < 16; ++r) v[0][r] = vec_order_lanes(w + (j + r) * w_stride, x[0], k);
-      for (int q = 0; q < n_x; ++q) fold16x16(v[q], out[q] + j);
+  if (k == 64) {  // up to 4 queries held per pass over the rows (16 registers)
+    for (int q = 0; q < n_x; q += 4) {
+      switch (std::min(4, n_x - q)) {
+        case 4: j = vec_rows_held<1, 4>(w, w_stride, x + q, n, out + q); break;
+        case 3: j = vec_rows_held<1, 3>(w, w_stride, x + q, n, out + q); break;
+        case 2: j = vec_rows_held<1, 2>(w, w_stride, x + q, n, out + q); break;
+        default: j = vec_rows_held<1, 1>(w, w_stride, x + q, n, out + q); break;
+      }
     }
+  } else if (k == 128) {  // up to 2 per pass
+    for (int q = 0; q < n_x; q += 2)
+      j = n_x - q >= 2 ? vec_rows_held<2, 2>(w, w_stride, x + q, n, out + q) : vec_rows_held<2, 1>(w, w_stride, x + q, n, out + q);
+  } else if (k % 64 == 0) {  // no double tail: the folded f32 sum is the result
+    for (; j + 16 <= n; j += 16)
+      for (int q = 0; q < n_x; q += 2) {
+        __m512 v[2][16];
+        if (n_x - q >= 2)  // each key row widened once for both queries
+          for (int r = 0; r < 16; ++r) vec_order_lanes2(w + (j + r) * w_stride, x[q], x[q + 1], k, v[0][r], v[1][r]);
+        else
+          for (int r = 0; r < 16; ++r) v[0][r] = vec_order_lanes(w + (j + r) * w_stride, x[q], k);
+        for (int i = 0; i < std::min(2, n_x - q); ++i) fold16x16(v[i], out[q + i] + j);
+      }
   }
 #endif
   for (; j < n; ++j)

@@ -27,16 +27,20 @@ inline Half* head_row(const RawTensor& t, std::int64_t r, std::int64_t h) {
   return t.data<Half>() + r * t.strides[0] + h * t.strides[1];
 }
 
-constexpr int kPair = kMaxVecRowQueries;  // query rows per task (they share a KV head)
+constexpr int kPair = kHeadsPerTask;  // query heads per task (they share a KV head)
 static_assert(kPair == 2);
-constexpr std::int64_t kRun = 16;         // keys scored, softmaxed and accumulated together
+// Consecutive rows of one sequence per task (Note [Rows share their keys]).
+constexpr int kRowsPerTask = 4;
+constexpr int kMaxQueries = kPair * kRowsPerTask;  // query rows per task
+static_assert(kMaxQueries <= kMaxVecRowQueries);
+constexpr std::int64_t kRun = 16;  // keys scored, softmaxed and accumulated together
 
 // The online softmax of one query row over its keys so far: the running max and sum.
 struct SoftmaxState {
   float max = -std::numeric_limits<float>::infinity(), sum = 0.f;
 };
 
-// The online softmax's per-key factors of n <= kRun more keys of g_count <= kPair query rows,
+// The online softmax's per-key factors of n <= kRun more keys of g_count <= kMaxQueries query rows,
 // computed before any value is touched: the running max only depends on the scores. Key j
 // (score dots[g][j] · scale) rescales row g's running output by ms[g][j] (1 unless it is a
 // new max) and adds value j weighted by vs[g][j]. One of the two is an expf, of -|s - max|
@@ -45,8 +49,8 @@ struct SoftmaxState {
 // rows' chains are interleaved so that one's latency hides behind the other's.
 void softmax_steps(int g_count, const float (*dots)[kRun], float scale, std::int64_t n, float (*ms)[kRun],
                    float (*vs)[kRun], SoftmaxState* st) {
-  float arg[kPair * kRun], e[kPair * kRun];
-  bool new_max[kPair][kRun];
+  float arg[kMaxQueries * kRun], e[kMaxQueries * kRun];
+  bool new_max[kMaxQueries][kRun];
   for (int g = 0; g < g_count; ++g)
     for (std::int64_t j = 0; j < n; ++j) {
       const float s = dots[g][j] * scale;
@@ -55,10 +59,11 @@ void softmax_steps(int g_count, const float (*dots)[kRun], float scale, std::int
       if (new_max[g][j]) st[g].max = s;
     }
   kernels::expf_glibc(arg, e, g_count * n);
-  float sum[kPair] = {st[0].sum, st[1].sum};
+  float sum[kMaxQueries];
+  for (int g = 0; g < g_count; ++g) sum[g] = st[g].sum;
   for (std::int64_t j = 0; j < n; ++j)
-#pragma GCC unroll 2
-    for (int g = 0; g < kPair; ++g) {
+#pragma GCC unroll 8
+    for (int g = 0; g < kMaxQueries; ++g) {
       if (g == g_count) break;
       ms[g][j] = new_max[g][j] ? e[g * n + j] : 1.f;
       vs[g][j] = new_max[g][j] ? 1.f : e[g * n + j];
@@ -89,48 +94,55 @@ inline __m512 round_f16(__m512 x) {
 }
 
 // accumulate_scalar for G rows of hd = 16 V, the outputs held in registers over the run and
-// rounded to f16 after every step as the scalar twin does through memory. The rows' chains
-// are independent, so interleaving them hides the round trip's latency; each value row is
-// widened once for all G. Skipping a rescale by exactly 1 leaves an f16 value unchanged.
+// rounded to f16 after every step as the scalar twin does through memory. Each step is an
+// FMA and an f16 round trip that wait on the one before: the G x C chains of a pass are
+// independent, and interleaving them hides that latency (G = 4 rows of hd 64 take 0.6x
+// the time per row and key of G = 2). At most 16 chains are held (C columns of 16 at a
+// time, G·C <= 16: the value row's C vectors and the temporaries take the other registers);
+// each value row is widened once per pass for all G. Skipping a rescale by exactly 1 leaves
+// an f16 value unchanged.
 template <int V, int G>
 void accumulate_in_registers(const float (*ms)[kRun], const float (*vs)[kRun], std::int64_t n, const Half* v0,
                              std::int64_t v_stride, float* const* out) {
-  __m512 acc[G][V];
-  for (int g = 0; g < G; ++g)
-    for (int c = 0; c < V; ++c) acc[g][c] = _mm512_loadu_ps(out[g] + 16 * c);
-  for (std::int64_t j = 0; j < n; ++j) {
-    const Half* v = v0 + j * v_stride;
-    __m512 vv[V];
-    for (int c = 0; c < V; ++c) vv[c] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 16 * c)));
-    for (int g = 0; g < G; ++g) {
-      if (ms[g][j] != 1.f) {
-        const __m512 vms = _mm512_set1_ps(ms[g][j]);
-        for (int c = 0; c < V; ++c) acc[g][c] = round_f16(_mm512_mul_ps(acc[g][c], vms));
+  constexpr int C = std::min(V, 16 / G >= 8 ? 8 : 16 / G >= 4 ? 4 : 16 / G >= 2 ? 2 : 1);
+  for (int c0 = 0; c0 < V; c0 += C) {
+    __m512 acc[G][C];
+    for (int g = 0; g < G; ++g)
+      for (int c = 0; c < C; ++c) acc[g][c] = _mm512_loadu_ps(out[g] + 16 * (c0 + c));
+    for (std::int64_t j = 0; j < n; ++j) {
+      const Half* v = v0 + j * v_stride + 16 * c0;
+      __m512 vv[C];
+      for (int c = 0; c < C; ++c) vv[c] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 16 * c)));
+      for (int g = 0; g < G; ++g) {
+        if (ms[g][j] != 1.f) {
+          const __m512 vms = _mm512_set1_ps(ms[g][j]);
+          for (int c = 0; c < C; ++c) acc[g][c] = round_f16(_mm512_mul_ps(acc[g][c], vms));
+        }
+        const __m512 vvs = _mm512_set1_ps(vs[g][j]);
+        for (int c = 0; c < C; ++c) acc[g][c] = round_f16(_mm512_fmadd_ps(vv[c], vvs, acc[g][c]));
       }
-      const __m512 vvs = _mm512_set1_ps(vs[g][j]);
-      for (int c = 0; c < V; ++c) acc[g][c] = round_f16(_mm512_fmadd_ps(vv[c], vvs, acc[g][c]));
     }
+    for (int g = 0; g < G; ++g)
+      for (int c = 0; c < C; ++c) _mm512_storeu_ps(out[g] + 16 * (c0 + c), acc[g][c]);
   }
-  for (int g = 0; g < G; ++g)
-    for (int c = 0; c < V; ++c) _mm512_storeu_ps(out[g] + 16 * c, acc[g][c]);
 }
 
-template <int V>
+template <int V, int... Gs>
 void accumulate_rows(int g_count, const float (*ms)[kRun], const float (*vs)[kRun], std::int64_t n, const Half* v0,
-                     std::int64_t v_stride, float* const* out) {
-  if (g_count == 2) return accumulate_in_registers<V, 2>(ms, vs, n, v0, v_stride, out);
-  accumulate_in_registers<V, 1>(ms, vs, n, v0, v_stride, out);
+                     std::int64_t v_stride, float* const* out, std::integer_sequence<int, Gs...>) {
+  (void)((g_count == Gs + 1 ? (accumulate_in_registers<V, Gs + 1>(ms, vs, n, v0, v_stride, out), true) : false) || ...);
 }
 #endif
 
 void accumulate(int g_count, const float (*ms)[kRun], const float (*vs)[kRun], std::int64_t n, const Half* v0,
                 std::int64_t v_stride, std::int64_t hd, float* const* acc) {
 #if FUCINA_ARCH_AVX512
+  constexpr auto all = std::make_integer_sequence<int, kMaxQueries>{};
   switch (hd) {
-    case 128: return accumulate_rows<8>(g_count, ms, vs, n, v0, v_stride, acc);
-    case 64: return accumulate_rows<4>(g_count, ms, vs, n, v0, v_stride, acc);
-    case 32: return accumulate_rows<2>(g_count, ms, vs, n, v0, v_stride, acc);
-    case 16: return accumulate_rows<1>(g_count, ms, vs, n, v0, v_stride, acc);
+    case 128: return accumulate_rows<8>(g_count, ms, vs, n, v0, v_stride, acc, all);
+    case 64: return accumulate_rows<4>(g_count, ms, vs, n, v0, v_stride, acc, all);
+    case 32: return accumulate_rows<2>(g_count, ms, vs, n, v0, v_stride, acc, all);
+    case 16: return accumulate_rows<1>(g_count, ms, vs, n, v0, v_stride, acc, all);
     default: break;
   }
 #endif
@@ -152,57 +164,71 @@ void prefetch_rows(const KvView& kv, std::int64_t h, std::int64_t p, std::int64_
   }
 }
 
-// One task: query rows qs[0..g_count) of KV head h over keys [0, n_seen) of kv, split in
-// chunks of `chunk` keys merged in f32 (Note [split decode]) when chunk < n_seen.
-void attend_rows(const KvView& kv, std::int64_t h, const float* const* qs, int g_count, std::int64_t hd,
-                 std::int64_t n_seen, std::int64_t chunk, float scale, float* const* out) {
+// One task (Note [Rows share their keys]): rows consecutive rows of one sequence, row t
+// seeing keys [0, n_seen0 + t) of KV head h with query heads qs[t·heads, (t + 1)·heads),
+// written to out likewise. Row t's keys are split in chunks of chunk[t] merged in f32 (Note
+// [split decode]) when chunk[t] < its key count. Every query row sees exactly the
+// operations, in the key order, of a task of its own: the rows only share the runs.
+void attend_rows(const KvView& kv, std::int64_t h, const float* const* qs, int heads, int rows, std::int64_t hd,
+                 std::int64_t n_seen0, const std::int64_t* chunk, float scale, float* const* out) {
   const RawTensor& kr = kv.keys;
   const RawTensor& vr = kv.values;
   const Half* k0 = head_row(kr, 0, h);
   const Half* v0 = head_row(vr, 0, h);
+  const int n_q = heads * rows;
   thread_local std::vector<float> scratch;
-  scratch.assign(static_cast<std::size_t>(2 * kPair * hd), 0.f);
-  float* acc[kPair];
-  float* total[kPair];
-  for (int g = 0; g < g_count; ++g) acc[g] = scratch.data() + g * hd, total[g] = acc[g] + kPair * hd;
-  SoftmaxState tot[kPair];
-  const bool split = chunk < n_seen;
-  for (std::int64_t a = 0; a < n_seen; a += chunk) {
-    const std::int64_t b = std::min(a + chunk, n_seen);
-    SoftmaxState st[kPair];
-    for (int g = 0; g < g_count; ++g) std::fill_n(acc[g], hd, 0.f);
-    prefetch_rows<3>(kv, h, a, std::min(b, a + kRun), hd);
-    for (std::int64_t p = a; p < b;) {
-      const std::int64_t e = std::min(p + kRun, kv.run_end(p, b));
-      prefetch_rows<3>(kv, h, e, std::min(b, e + kRun), hd);
-      float dots[kPair][kRun], ms[kPair][kRun], vs[kPair][kRun];
-      float* dp[kPair] = {dots[0], dots[1]};
-      // ggml_vec_dot_f16 on the f16 query: its 64-blocks in f32 lanes, the rest in double.
-      dot_f16_vec_rows(k0 + kv.row(p) * kr.strides[0], kr.strides[0], qs, g_count, hd, e - p, dp);
-      softmax_steps(g_count, dots, scale, e - p, ms, vs, st);
-      accumulate(g_count, ms, vs, e - p, v0 + kv.row(p) * vr.strides[0], vr.strides[0], hd, acc);
-      p = e;
-    }
-    if (!split) {
-      for (int g = 0; g < g_count; ++g) {
-        const float inv = inverse(st[g].sum);
-        for (std::int64_t d = 0; d < hd; ++d) out[g][d] = acc[g][d] * inv;
+  scratch.assign(static_cast<std::size_t>(2 * kMaxQueries * hd), 0.f);
+  float* acc[kMaxQueries];
+  float* total[kMaxQueries];
+  for (int q = 0; q < n_q; ++q) acc[q] = scratch.data() + q * hd, total[q] = acc[q] + kMaxQueries * hd;
+  SoftmaxState st[kMaxQueries], tot[kMaxQueries];
+  std::int64_t chunk_end[kRowsPerTask];  // where row t's current chunk ends
+  for (int t = 0; t < rows; ++t) chunk_end[t] = std::min(chunk[t], n_seen0 + t);
+  const std::int64_t n_end = n_seen0 + rows - 1;
+  prefetch_rows<3>(kv, h, 0, std::min(n_end, kRun), hd);
+  for (std::int64_t p = 0; p < n_end;) {
+    // Rows t0.. still see key p; a run stops at the first of their chunk ends.
+    const int t0 = static_cast<int>(std::max<std::int64_t>(0, p - n_seen0 + 1));
+    std::int64_t e = std::min(p + kRun, kv.run_end(p, n_end));
+    for (int t = t0; t < rows; ++t) e = std::min(e, chunk_end[t]);
+    prefetch_rows<3>(kv, h, e, std::min(n_end, e + kRun), hd);
+    const int q0 = t0 * heads;
+    float dots[kMaxQueries][kRun], ms[kMaxQueries][kRun], vs[kMaxQueries][kRun];
+    float* dp[kMaxQueries];
+    for (int q = q0; q < n_q; ++q) dp[q] = dots[q];
+    // ggml_vec_dot_f16 on the f16 query: its 64-blocks in f32 lanes, the rest in double.
+    dot_f16_vec_rows(k0 + kv.row(p) * kr.strides[0], kr.strides[0], qs + q0, n_q - q0, hd, e - p, dp + q0);
+    softmax_steps(n_q - q0, dots + q0, scale, e - p, ms + q0, vs + q0, st + q0);
+    accumulate(n_q - q0, ms + q0, vs + q0, e - p, v0 + kv.row(p) * vr.strides[0], vr.strides[0], hd, acc + q0);
+    p = e;
+    for (int t = t0; t < rows; ++t) {
+      if (p != chunk_end[t]) continue;
+      const std::int64_t n_seen = n_seen0 + t;
+      const bool split = chunk[t] < n_seen;
+      for (int q = t * heads; q < (t + 1) * heads; ++q) {
+        if (!split) {
+          const float inv = inverse(st[q].sum);
+          for (std::int64_t d = 0; d < hd; ++d) out[q][d] = acc[q][d] * inv;
+          continue;
+        }
+        // The chunk's (max, sum, f16 chain) merged in chunk order (ggml_flash_attn_ext_reduce_partials).
+        if (st[q].sum != 0.f) {
+          const float m_new = std::max(tot[q].max, st[q].max);
+          const float s_old = std::exp(tot[q].max - m_new), s_new = std::exp(st[q].max - m_new);
+          for (std::int64_t d = 0; d < hd; ++d) total[q][d] = std::fma(total[q][d], s_old, acc[q][d] * s_new);
+          tot[q].sum = std::fma(tot[q].sum, s_old, st[q].sum * s_new);
+          tot[q].max = m_new;
+        }
+        if (p == n_seen) {
+          const float inv = inverse(tot[q].sum);
+          for (std::int64_t d = 0; d < hd; ++d) out[q][d] = total[q][d] * inv;
+        } else {
+          st[q] = SoftmaxState{};
+          std::fill_n(acc[q], hd, 0.f);
+        }
       }
-      return;
+      chunk_end[t] = std::min(p + chunk[t], n_seen);
     }
-    // The chunk's (max, sum, f16 chain) merged in chunk order (ggml_flash_attn_ext_reduce_partials).
-    for (int g = 0; g < g_count; ++g) {
-      if (st[g].sum == 0.f) continue;
-      const float m_new = std::max(tot[g].max, st[g].max);
-      const float s_old = std::exp(tot[g].max - m_new), s_new = std::exp(st[g].max - m_new);
-      for (std::int64_t d = 0; d < hd; ++d) total[g][d] = std::fma(total[g][d], s_old, acc[g][d] * s_new);
-      tot[g].sum = std::fma(tot[g].sum, s_old, st[g].sum * s_new);
-      tot[g].max = m_new;
-    }
-  }
-  for (int g = 0; g < g_count; ++g) {
-    const float inv = inverse(tot[g].sum);
-    for (std::int64_t d = 0; d < hd; ++d) out[g][d] = total[g][d] * inv;
   }
 }
 
@@ -253,6 +279,17 @@ void for_each_row_group(Context& ctx, std::span<const AttentionRows> seqs, std::
   });
 }
 
+// Whether a row of b can follow one of a in a task: both read one cache the same way and
+// store nothing (Note [Rows share their keys]); the caller checks that their positions follow.
+bool same_keys(const AttentionRows& a, const AttentionRows& b) {
+  if (&a == &b) return true;
+  return a.new_k == nullptr && b.new_k == nullptr && a.kv.keys.data<Half>() == b.kv.keys.data<Half>() &&
+         a.kv.values.data<Half>() == b.kv.values.data<Half>() && a.kv.keys.strides[0] == b.kv.keys.strides[0] &&
+         a.kv.values.strides[0] == b.kv.values.strides[0] && a.kv.keys.strides[1] == b.kv.keys.strides[1] &&
+         a.kv.values.strides[1] == b.kv.values.strides[1] && a.kv.blocks.data() == b.kv.blocks.data() &&
+         a.kv.blocks.size() == b.kv.blocks.size() && a.kv.block_size == b.kv.block_size;
+}
+
 }  // namespace
 
 Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor<"seq", "kvh", "grp", "hd">& q_in,
@@ -264,33 +301,67 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor
     FUCINA_CHECK((s.new_k == nullptr && s.new_v == nullptr) || (s.new_k != nullptr && s.new_v != nullptr && s.n == 1 &&
                                                                   grp <= kPair),
                  InvalidArgument, "[flash_attention] new keys and values are stored by one task per KV head and row");
+  // Every query row (entry s, row i), and the tasks' groups of up to kRowsPerTask of them
+  // that follow each other in one cache (Note [Rows share their keys]).
+  struct Row {
+    const AttentionRows* s;
+    std::int64_t i;
+    std::int64_t n_seen() const { return s->n_past + i + 1; }
+  };
+  std::vector<Row> rows;
+  std::vector<std::size_t> first{0};  // task group j: rows [first[j], first[j + 1])
+  for (const AttentionRows& s : seqs)
+    for (std::int64_t i = 0; i < s.n; ++i) {
+      const Row r{&s, i};
+      if (!rows.empty()) {
+        const Row& last = rows.back();
+        if (rows.size() - first.back() == kRowsPerTask || r.n_seen() != last.n_seen() + 1 || !same_keys(*last.s, s))
+          first.push_back(rows.size());
+      }
+      rows.push_back(r);
+    }
+  first.push_back(rows.size());
+  const auto n_groups = static_cast<std::int64_t>(first.size() - 1);
+  const std::int64_t head_groups = (grp + kPair - 1) / kPair;
   auto out = Tensor<"seq", "kvh", "grp", "hd">::empty(ctx, q.sizes());
   const float* qp = q.data().data();
   float* op = out.mutable_data().data();
-  for_each_row_group(ctx, seqs, kvh, grp, kPair, [&](const AttentionRows& s, std::int64_t i, std::int64_t h,
-                                                     std::int64_t g0, int g_count) {
-    const std::int64_t n_seen = s.n_past + i + 1;
-    if (s.new_k != nullptr) {  // Note [Store in the attention pass]
-      const std::int64_t row = s.kv.row(s.n_past);
-      raw::f32_to_f16_run(s.new_k + h * hd, head_row(s.kv.keys, row, h), hd);
-      raw::f32_to_f16_run(s.new_v + h * hd, head_row(s.kv.values, row, h), hd);
+  const auto last_row = [&](std::int64_t j) -> const Row& { return rows[first[static_cast<std::size_t>(j) + 1] - 1]; };
+  const std::int64_t n_tasks = n_groups * kvh * head_groups, next = ctx.pool().size();
+  ctx.pool().parallel_for(n_tasks, [&](std::int64_t task) {
+    if (task + next < n_tasks) {
+      // That task's first run into L2 (this task streams more than L1 holds before it starts).
+      const std::int64_t t = task + next;
+      const Row& r = rows[first[static_cast<std::size_t>(t / (kvh * head_groups))]];
+      prefetch_rows<2>(last_row(t / (kvh * head_groups)).s->kv, (t / head_groups) % kvh, 0, std::min(r.n_seen(), kRun), hd);
+    }
+    const std::int64_t j = task / (kvh * head_groups), h = (task / head_groups) % kvh, g0 = (task % head_groups) * kPair;
+    const int heads = static_cast<int>(std::min<std::int64_t>(kPair, grp - g0));
+    const std::size_t r0 = first[static_cast<std::size_t>(j)];
+    const int n_rows = static_cast<int>(first[static_cast<std::size_t>(j) + 1] - r0);
+    const AttentionRows& s0 = *rows[r0].s;
+    if (s0.new_k != nullptr) {  // Note [Store in the attention pass]
+      const std::int64_t row = s0.kv.row(s0.n_past);
+      raw::f32_to_f16_run(s0.new_k + h * hd, head_row(s0.kv.keys, row, h), hd);
+      raw::f32_to_f16_run(s0.new_v + h * hd, head_row(s0.kv.values, row, h), hd);
     }
     thread_local std::vector<float> qh;
-    qh.resize(static_cast<std::size_t>(kPair * hd));
-    const float* qs[kPair];
-    float* o[kPair];
-    for (int g = 0; g < g_count; ++g) {
-      const std::int64_t r = ((s.r0 + i) * kvh + h) * grp + g0 + g;
-      float* qg = qh.data() + g * hd;
-      for (std::int64_t d = 0; d < hd; ++d) qg[d] = round_half(qp[r * hd + d]);
-      qs[g] = qg;
-      o[g] = op + r * hd;
+    qh.resize(static_cast<std::size_t>(kMaxQueries * hd));
+    const float* qs[kMaxQueries];
+    float* o[kMaxQueries];
+    std::int64_t chunk[kRowsPerTask];
+    for (int t = 0; t < n_rows; ++t) {
+      const Row& r = rows[r0 + static_cast<std::size_t>(t)];
+      for (int g = 0; g < heads; ++g) {
+        const std::int64_t qr = ((r.s->r0 + r.i) * kvh + h) * grp + g0 + g;
+        float* qg = qh.data() + (t * heads + g) * hd;
+        for (std::int64_t d = 0; d < hd; ++d) qg[d] = round_half(qp[qr * hd + d]);
+        qs[t * heads + g] = qg;
+        o[t * heads + g] = op + qr * hd;
+      }
+      chunk[t] = r.s->kv_chunk > 0 && r.s->n == 1 ? r.s->kv_chunk : r.n_seen();
     }
-    const std::int64_t chunk = s.kv_chunk > 0 && s.n == 1 ? s.kv_chunk : n_seen;
-    attend_rows(s.kv, h, qs, g_count, hd, n_seen, chunk, scale, o);
-  }, [&](const AttentionRows& s, std::int64_t i, std::int64_t h) {
-    // That task's first run into L2 (this task streams more than L1 holds before it starts).
-    prefetch_rows<2>(s.kv, h, 0, std::min(s.n_past + i + 1, kRun), hd);
+    attend_rows(last_row(j).s->kv, h, qs, heads, n_rows, hd, rows[r0].n_seen(), chunk, scale, o);
   });
   return out;
 }

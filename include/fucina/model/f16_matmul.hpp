@@ -36,9 +36,10 @@ float dot_f16_scalar(const Half* w, const float* x, std::int64_t k, GgmlOrder or
 float dot_f32(const float* w, const float* x, std::int64_t k, GgmlOrder order);
 float dot_f32_scalar(const float* w, const float* x, std::int64_t k, GgmlOrder order);
 // out[q][j] = dot_f16(w + j * w_stride, x[q], k, vec) for j < n, q < n_x, bit for bit; rows
-// are folded 16 at a time, and with two queries each row is widened once for both
-// (attention scores of the query heads that share a KV head).
-inline constexpr int kMaxVecRowQueries = 2;
+// are folded 16 at a time, and each row is widened once for several queries (attention
+// scores of the query heads, and of the rows of one sequence, that share a KV head): up to
+// 4 at a time for k = 64, 2 otherwise.
+inline constexpr int kMaxVecRowQueries = 8;
 void dot_f16_vec_rows(const Half* w, std::int64_t w_stride, const float* const* x, int n_x, std::int64_t k, std::int64_t n,
                       float* const* out);
 

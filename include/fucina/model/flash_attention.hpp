@@ -48,7 +48,8 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor
 // that head's row at n_past (f16, nearest even, as KvCache::write_rows) before reading it.
 // Every task reads only its own head, so nothing waits; a decode step's serial per-sequence
 // stores (~0.65 ms of an 8-stream Qwen3-0.6B step, most of it call overhead) go with it.
-// It needs one task per KV head: at most kMaxVecRowQueries query heads per KV head.
+// It needs one task per KV head: at most kHeadsPerTask query heads per KV head.
+inline constexpr int kHeadsPerTask = 2;  // query heads of one KV head a task takes together
 struct AttentionRows {
   std::int64_t r0 = 0, n = 0, n_past = 0, kv_chunk = 0;
   KvView kv{};
