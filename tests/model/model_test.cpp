@@ -4,8 +4,11 @@
 // errors on small files written with our GGUF writer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "fucina/core/huge_pages.hpp"
@@ -86,25 +89,29 @@ TEST(Bf16Dot, SimdMatchesScalarTwinAndMatmulRows) {
   }
 }
 
-// The batched score dots fold 16 rows at a time, for one query or two at once; each must
-// keep dot_f16's bits.
+// The batched score dots fold 16 rows at a time, for up to kMaxVecRowQueries queries at once
+// (held 4 or 2 per pass over the rows); each must keep dot_f16's bits, and no other output
+// is written.
 TEST(F16Dot, VecRowsMatchDotBitExact) {
   for (std::int64_t k : {64, 128, 96, 256}) {
     const std::int64_t n = 37, stride = k + 8;
     const auto w = rand_half(static_cast<std::size_t>(n * stride), 31 + k);
-    const auto x0 = rand_f16_exact(static_cast<std::size_t>(k), 32 + k), x1 = rand_f16_exact(static_cast<std::size_t>(k), 33 + k);
-    for (int n_x : {1, 2}) {
-      std::vector<float> out0(n, -1.f), out1(n, -1.f);
-      const float* xs[2] = {x0.data(), x1.data()};
-      float* outs[2] = {out0.data(), out1.data()};
+    std::vector<std::vector<float>> x;
+    for (int q = 0; q < kMaxVecRowQueries; ++q) x.push_back(rand_f16_exact(static_cast<std::size_t>(k), 32 + k + 7 * q));
+    for (int n_x : {1, 2, 3, 5, kMaxVecRowQueries}) {
+      std::vector<std::vector<float>> out(kMaxVecRowQueries, std::vector<float>(n, -1.f));
+      const float* xs[kMaxVecRowQueries];
+      float* outs[kMaxVecRowQueries];
+      for (int q = 0; q < kMaxVecRowQueries; ++q) xs[q] = x[q].data(), outs[q] = out[q].data();
       dot_f16_vec_rows(w.data(), stride, xs, n_x, k, n, outs);
-      for (std::int64_t j = 0; j < n; ++j) {
-        EXPECT_EQ(out0[j], dot_f16(w.data() + j * stride, x0.data(), k, GgmlOrder::vec)) << "k=" << k << " row " << j;
-        if (n_x == 2)
-          EXPECT_EQ(out1[j], dot_f16(w.data() + j * stride, x1.data(), k, GgmlOrder::vec)) << "k=" << k << " row " << j;
-        else
-          EXPECT_EQ(out1[j], -1.f);
-      }
+      for (int q = 0; q < kMaxVecRowQueries; ++q)
+        for (std::int64_t j = 0; j < n; ++j) {
+          if (q < n_x)
+            ASSERT_EQ(out[q][j], dot_f16(w.data() + j * stride, x[q].data(), k, GgmlOrder::vec))
+                << "k=" << k << " n_x=" << n_x << " query " << q << " row " << j;
+          else
+            ASSERT_EQ(out[q][j], -1.f);
+        }
     }
   }
 }
@@ -203,7 +210,7 @@ TEST(FlashAttention, MatchesSoftmaxReferenceWithinF16) {
 TEST(FlashAttention, EqualsTheSequentialF16RecipeBitExact) {
   Context ctx({.threads = 2});
   for (const std::int64_t hd : {16, 64, 128}) {
-    const std::int64_t n = 2, past = 37, kvh = 2, grp = 2, n_kv = past + n;
+    const std::int64_t n = 6, past = 37, kvh = 2, grp = 2, n_kv = past + n;  // rows 4 + 2 per task
     auto q = Tensor<"seq", "kvh", "grp", "hd">::randn(ctx, {n, kvh, grp, hd}, 17 + hd);
     auto k16 = Tensor<"kseq", "kvh", "hd">::randn(ctx, {n_kv, kvh, hd}, 18 + hd).to<DType::f16>(ctx);
     auto v16 = Tensor<"kseq", "kvh", "hd">::randn(ctx, {n_kv, kvh, hd}, 19 + hd).to<DType::f16>(ctx);
@@ -283,6 +290,83 @@ TEST(FlashAttention, PagedViewsAndOneBatchedPassEqualContiguousCalls) {
     for (std::size_t i = 0; i < got.size(); ++i)
       ASSERT_EQ(got[i], i < first ? want[0][i] : want[1][i - first]) << "hd " << hd << " element " << i;
   }
+}
+
+// Note [Rows share their keys]: consecutive rows of one cache -- one entry of several rows,
+// or one-row entries one position apart as a verification passes them (split in chunks of
+// Note [split decode] or not, alike or row by row), in a paged view whose runs end at block
+// ends -- are taken together by one task; each row must keep exactly the bits it has alone.
+TEST(FlashAttention, RowsSharingTheirKeysEqualEachRowAlone) {
+  Context ctx({.threads = 2});
+  for (const std::int64_t hd : {16, 64, 128})
+    for (const std::int64_t grp : {2, 3}) {
+      const std::int64_t kvh = 2, past = 37, n = 7, n_kv = past + n, block = 16;
+      const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+      auto q = Tensor<"seq", "kvh", "grp", "hd">::randn(ctx, {n, kvh, grp, hd}, 70 + hd + grp);
+      auto k16 = Tensor<"kseq", "kvh", "hd">::randn(ctx, {n_kv, kvh, hd}, 71 + hd).to<DType::f16>(ctx);
+      auto v16 = Tensor<"kseq", "kvh", "hd">::randn(ctx, {n_kv, kvh, hd}, 72 + hd).to<DType::f16>(ctx);
+      // The same positions in a paged pool, blocks in reverse order.
+      const std::int64_t n_blocks = (n_kv + block - 1) / block;
+      auto kpool = TensorT<DType::f16, "kseq", "kvh", "hd">::zeros(ctx, {n_blocks * block, kvh, hd});
+      auto vpool = TensorT<DType::f16, "kseq", "kvh", "hd">::zeros(ctx, {n_blocks * block, kvh, hd});
+      std::vector<std::int32_t> table;
+      for (std::int64_t b = n_blocks - 1; b >= 0; --b) table.push_back(static_cast<std::int32_t>(b));
+      const std::int64_t row = kvh * hd;
+      for (std::int64_t p = 0; p < n_kv; ++p) {
+        const std::int64_t dst = table[static_cast<std::size_t>(p / block)] * block + p % block;
+        std::copy_n(k16.raw().data<Half>() + p * row, row, kpool.raw().data<Half>() + dst * row);
+        std::copy_n(v16.raw().data<Half>() + p * row, row, vpool.raw().data<Half>() + dst * row);
+      }
+      const KvView flat{k16.raw(), v16.raw()}, paged{kpool.raw(), vpool.raw(), table, block};
+      // Another cache's rows at the positions that would follow: never in the same task.
+      auto k2 = Tensor<"kseq", "kvh", "hd">::randn(ctx, {n_kv, kvh, hd}, 73 + hd).to<DType::f16>(ctx);
+      auto v2 = Tensor<"kseq", "kvh", "hd">::randn(ctx, {n_kv, kvh, hd}, 74 + hd).to<DType::f16>(ctx);
+      {
+        std::vector<AttentionRows> mixed;
+        std::vector<float> want;
+        for (std::int64_t r = 0; r < n; ++r) {
+          mixed.push_back({.r0 = r, .n = 1, .n_past = past + r, .kv = r % 2 == 0 ? flat : KvView{k2.raw(), v2.raw()}});
+          const auto o = flash_attention_f16(ctx, q, std::span(&mixed.back(), 1), scale).to_vector();
+          want.insert(want.end(), o.begin() + r * row * grp, o.begin() + (r + 1) * row * grp);
+        }
+        const auto got = flash_attention_f16(ctx, q, mixed, scale).to_vector();
+        for (std::size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(want[i]))
+              << "hd " << hd << " grp " << grp << " two caches, element " << i;
+      }
+      for (const KvView& kv : {flat, paged})
+        for (const int split : {0, 1, 2}) {  // no row split; every row in chunks of 40 or 12; odd rows in 12s
+          // Row r sees past + r + 1 keys: 38..44.
+          const auto chunk_of = [&](std::int64_t r) -> std::int64_t {
+            return split == 0 ? 0 : split == 1 ? (r < 3 ? 40 : 12) : r % 2 == 1 ? 12 : 0;
+          };
+          std::vector<float> want;
+          for (std::int64_t r = 0; r < n; ++r) {
+            const AttentionRows one{.r0 = r, .n = 1, .n_past = past + r, .kv_chunk = chunk_of(r), .kv = kv};
+            const auto o = flash_attention_f16(ctx, q, std::span(&one, 1), scale).to_vector();
+            want.insert(want.end(), o.begin() + r * row * grp, o.begin() + (r + 1) * row * grp);
+          }
+          std::vector<AttentionRows> each;
+          for (std::int64_t r = 0; r < n; ++r)
+            each.push_back({.r0 = r, .n = 1, .n_past = past + r, .kv_chunk = chunk_of(r), .kv = kv});
+          for (const bool reversed : {false, true}) {  // reversed, no row follows the one before
+            if (reversed) std::reverse(each.begin(), each.end());
+            const auto got = flash_attention_f16(ctx, q, each, scale).to_vector();
+            ASSERT_EQ(got.size(), want.size());
+            for (std::size_t i = 0; i < got.size(); ++i)
+              ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(want[i]))
+                  << "hd " << hd << " grp " << grp << (kv.blocks.empty() ? " flat" : " paged") << " split " << split
+                  << (reversed ? " reversed" : "") << " element " << i;
+          }
+          if (split == 0) {  // one entry of n rows: the same bits
+            const AttentionRows all{.r0 = 0, .n = n, .n_past = past, .kv = kv};
+            const auto got_all = flash_attention_f16(ctx, q, std::span(&all, 1), scale).to_vector();
+            for (std::size_t i = 0; i < got_all.size(); ++i)
+              ASSERT_EQ(std::bit_cast<std::uint32_t>(got_all[i]), std::bit_cast<std::uint32_t>(want[i]))
+                  << "hd " << hd << " grp " << grp << (kv.blocks.empty() ? " flat" : " paged") << " element " << i;
+          }
+        }
+    }
 }
 
 TEST(KvCache, FullContextIsAClearError) {
