@@ -253,29 +253,42 @@ void check_rows(const Tensor<"seq", "kvh", "grp", "hd">& q, std::span<const Atte
   }
 }
 
-// Runs task(s, i, h, g0, g_count) for every sequence s, its row i, KV head h and group of
-// up to `group` query rows from g0, over the pool. Before each task, ahead(s, i, h) is told
-// the task pool.size() places on: the one this thread is likely to claim next.
-template <class Task, class Ahead>
-void for_each_row_group(Context& ctx, std::span<const AttentionRows> seqs, std::int64_t kvh, std::int64_t grp,
-                        std::int64_t group, Task task, Ahead ahead) {
-  const std::int64_t groups = (grp + group - 1) / group;
-  std::vector<std::int64_t> first{0};  // the tasks of sequence s start at first[s]
-  for (const AttentionRows& s : seqs) first.push_back(first.back() + s.n * kvh * groups);
-  const auto seq_of = [&](std::int64_t t) {
-    return static_cast<std::size_t>(std::upper_bound(first.begin(), first.end(), t) - first.begin() - 1);
+// A query row of the pass: entry s's row i, which sees keys [0, n_seen()).
+struct Row {
+  const AttentionRows* s;
+  std::int64_t i;
+  std::int64_t n_seen() const { return s->n_past + i + 1; }
+};
+
+// The pass's tasks: the rows of seqs in order, cut into groups of at most max_rows in which
+// joins(previous, next) holds for every neighbour pair, each group once per KV head h and
+// per `heads` query heads from g0. Runs task(group, h, g0, g_count) for each over the pool;
+// before each task, ahead(group, h) is told of the task pool.size() places on: the one this
+// thread is likely to claim next.
+template <class Joins, class Task, class Ahead>
+void for_each_task(Context& ctx, std::span<const AttentionRows> seqs, std::int64_t kvh, std::int64_t grp,
+                   std::int64_t heads, std::size_t max_rows, Joins joins, Task task, Ahead ahead) {
+  std::vector<Row> rows;
+  std::vector<std::size_t> first{0};  // group j: rows [first[j], first[j + 1])
+  for (const AttentionRows& s : seqs)
+    for (std::int64_t i = 0; i < s.n; ++i) {
+      const Row r{&s, i};
+      if (!rows.empty() && (rows.size() - first.back() == max_rows || !joins(rows.back(), r))) first.push_back(rows.size());
+      rows.push_back(r);
+    }
+  if (rows.empty()) return;
+  first.push_back(rows.size());
+  const std::int64_t head_groups = (grp + heads - 1) / heads, per_group = kvh * head_groups;
+  const auto n_tasks = static_cast<std::int64_t>(first.size() - 1) * per_group;
+  const auto group = [&](std::int64_t t) {
+    const auto j = static_cast<std::size_t>(t / per_group);
+    return std::span<const Row>(rows.data() + first[j], first[j + 1] - first[j]);
   };
   const std::int64_t next = ctx.pool().size();
-  ctx.pool().parallel_for(first.back(), [&](std::int64_t t) {
-    if (t + next < first.back()) {
-      const std::size_t si = seq_of(t + next);
-      const std::int64_t u = t + next - first[si];
-      ahead(seqs[si], u / (kvh * groups), (u / groups) % kvh);
-    }
-    const std::size_t si = seq_of(t);
-    const std::int64_t u = t - first[si];
-    const std::int64_t g0 = (u % groups) * group;
-    task(seqs[si], u / (kvh * groups), (u / groups) % kvh, g0, static_cast<int>(std::min(group, grp - g0)));
+  ctx.pool().parallel_for(n_tasks, [&](std::int64_t t) {
+    if (t + next < n_tasks) ahead(group(t + next), ((t + next) / head_groups) % kvh);
+    const std::int64_t g0 = (t % head_groups) * heads;
+    task(group(t), (t / head_groups) % kvh, g0, static_cast<int>(std::min(heads, grp - g0)));
   });
 }
 
@@ -301,45 +314,18 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor
     FUCINA_CHECK((s.new_k == nullptr && s.new_v == nullptr) || (s.new_k != nullptr && s.new_v != nullptr && s.n == 1 &&
                                                                   grp <= kPair),
                  InvalidArgument, "[flash_attention] new keys and values are stored by one task per KV head and row");
-  // Every query row (entry s, row i), and the tasks' groups of up to kRowsPerTask of them
-  // that follow each other in one cache (Note [Rows share their keys]).
-  struct Row {
-    const AttentionRows* s;
-    std::int64_t i;
-    std::int64_t n_seen() const { return s->n_past + i + 1; }
-  };
-  std::vector<Row> rows;
-  std::vector<std::size_t> first{0};  // task group j: rows [first[j], first[j + 1])
-  for (const AttentionRows& s : seqs)
-    for (std::int64_t i = 0; i < s.n; ++i) {
-      const Row r{&s, i};
-      if (!rows.empty()) {
-        const Row& last = rows.back();
-        if (rows.size() - first.back() == kRowsPerTask || r.n_seen() != last.n_seen() + 1 || !same_keys(*last.s, s))
-          first.push_back(rows.size());
-      }
-      rows.push_back(r);
-    }
-  first.push_back(rows.size());
-  const auto n_groups = static_cast<std::int64_t>(first.size() - 1);
-  const std::int64_t head_groups = (grp + kPair - 1) / kPair;
   auto out = Tensor<"seq", "kvh", "grp", "hd">::empty(ctx, q.sizes());
   const float* qp = q.data().data();
   float* op = out.mutable_data().data();
-  const auto last_row = [&](std::int64_t j) -> const Row& { return rows[first[static_cast<std::size_t>(j) + 1] - 1]; };
-  const std::int64_t n_tasks = n_groups * kvh * head_groups, next = ctx.pool().size();
-  ctx.pool().parallel_for(n_tasks, [&](std::int64_t task) {
-    if (task + next < n_tasks) {
-      // That task's first run into L2 (this task streams more than L1 holds before it starts).
-      const std::int64_t t = task + next;
-      const Row& r = rows[first[static_cast<std::size_t>(t / (kvh * head_groups))]];
-      prefetch_rows<2>(last_row(t / (kvh * head_groups)).s->kv, (t / head_groups) % kvh, 0, std::min(r.n_seen(), kRun), hd);
-    }
-    const std::int64_t j = task / (kvh * head_groups), h = (task / head_groups) % kvh, g0 = (task % head_groups) * kPair;
-    const int heads = static_cast<int>(std::min<std::int64_t>(kPair, grp - g0));
-    const std::size_t r0 = first[static_cast<std::size_t>(j)];
-    const int n_rows = static_cast<int>(first[static_cast<std::size_t>(j) + 1] - r0);
-    const AttentionRows& s0 = *rows[r0].s;
+  // A task takes up to kRowsPerTask rows that follow each other in one cache (Note [Rows
+  // share their keys]). It reads the cache through its last row's view, the one that reaches
+  // furthest.
+  const auto joins = [](const Row& last, const Row& r) {
+    return r.n_seen() == last.n_seen() + 1 && same_keys(*last.s, *r.s);
+  };
+  for_each_task(ctx, seqs, kvh, grp, kPair, kRowsPerTask, joins, [&](std::span<const Row> rows, std::int64_t h,
+                                                                     std::int64_t g0, int heads) {
+    const AttentionRows& s0 = *rows.front().s;
     if (s0.new_k != nullptr) {  // Note [Store in the attention pass]
       const std::int64_t row = s0.kv.row(s0.n_past);
       raw::f32_to_f16_run(s0.new_k + h * hd, head_row(s0.kv.keys, row, h), hd);
@@ -350,8 +336,9 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor
     const float* qs[kMaxQueries];
     float* o[kMaxQueries];
     std::int64_t chunk[kRowsPerTask];
+    const auto n_rows = static_cast<int>(rows.size());
     for (int t = 0; t < n_rows; ++t) {
-      const Row& r = rows[r0 + static_cast<std::size_t>(t)];
+      const Row& r = rows[static_cast<std::size_t>(t)];
       for (int g = 0; g < heads; ++g) {
         const std::int64_t qr = ((r.s->r0 + r.i) * kvh + h) * grp + g0 + g;
         float* qg = qh.data() + (t * heads + g) * hd;
@@ -361,7 +348,10 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_f16(Context& ctx, const Tensor
       }
       chunk[t] = r.s->kv_chunk > 0 && r.s->n == 1 ? r.s->kv_chunk : r.n_seen();
     }
-    attend_rows(last_row(j).s->kv, h, qs, heads, n_rows, hd, rows[r0].n_seen(), chunk, scale, o);
+    attend_rows(rows.back().s->kv, h, qs, heads, n_rows, hd, rows.front().n_seen(), chunk, scale, o);
+  }, [&](std::span<const Row> rows, std::int64_t h) {
+    // That task's first run into L2 (this task streams more than L1 holds before it starts).
+    prefetch_rows<2>(rows.back().s->kv, h, 0, std::min(rows.front().n_seen(), kRun), hd);
   });
   return out;
 }
@@ -379,8 +369,10 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_q8_0(Context& ctx, const Tenso
   auto out = Tensor<"seq", "kvh", "grp", "hd">::empty(ctx, q.sizes());
   const float* qp = q.data().data();
   float* op = out.mutable_data().data();
-  for_each_row_group(ctx, seqs, kvh, grp, 1, [&](const AttentionRows& s, std::int64_t i, std::int64_t h, std::int64_t g,
-                                                 int) {
+  const auto alone = [](const Row&, const Row&) { return false; };
+  for_each_task(ctx, seqs, kvh, grp, 1, 1, alone, [&](std::span<const Row> rows, std::int64_t h, std::int64_t g, int) {
+    const AttentionRows& s = *rows.front().s;
+    const std::int64_t i = rows.front().i;
     const RawTensor& kr = s.kv.keys;
     const RawTensor& vr = s.kv.values;
     const Half* k0 = head_row(kr, 0, h);
@@ -410,7 +402,7 @@ Tensor<"seq", "kvh", "grp", "hd"> flash_attention_q8_0(Context& ctx, const Tenso
     }
     const float inv = inverse(st.sum);
     for (std::int64_t d = 0; d < hd; ++d) op[r * hd + d] = acc[d] * inv;
-  }, [](const AttentionRows&, std::int64_t, std::int64_t) {});
+  }, [](std::span<const Row>, std::int64_t) {});
   return out;
 }
 
